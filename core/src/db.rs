@@ -1,0 +1,1359 @@
+//! The database: open/recovery, column families, commit pipeline (group
+//! commit), reads, memtable rotation, flush and WAL lifecycle.
+
+use crate::batch::{self, Op, Record};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::key::{Kind, MAX_SEQ};
+use crate::manifest::{self, EditOp, FileMeta, ManifestWriter, State, NUM_LEVELS};
+use crate::memtable::Memtable;
+use crate::options::{CfOptions, CfStats, DbOptions, Isolation, SyncMode};
+use crate::sst::{self, Table, TableBuilder};
+use crate::wal::{self, WalWriter};
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Immutable memtables per column family before writers stall.
+pub(crate) const MAX_IMMS: usize = 4;
+
+pub(crate) struct FileHandle {
+    pub meta: FileMeta,
+    pub table: Arc<Table>,
+}
+
+/// Table files of one column family by level. L0: newest first (may overlap);
+/// L1+: sorted by smallest key, non-overlapping, a user key never spans files.
+#[derive(Clone, Default)]
+pub(crate) struct Levels {
+    pub levels: Vec<Vec<Arc<FileHandle>>>,
+    pub max_seq: u64,
+}
+
+impl Levels {
+    pub(crate) fn new() -> Levels {
+        Levels {
+            levels: vec![Vec::new(); NUM_LEVELS],
+            max_seq: 0,
+        }
+    }
+    pub(crate) fn normalize(&mut self) {
+        if let Some(l0) = self.levels.get_mut(0) {
+            l0.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+        }
+        for l in self.levels.iter_mut().skip(1) {
+            l.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
+        }
+        self.max_seq = self
+            .levels
+            .iter()
+            .flatten()
+            .map(|f| f.meta.max_seq)
+            .max()
+            .unwrap_or(0);
+    }
+    /// Files that may contain `key`, in newest-first search order.
+    pub(crate) fn candidates<'a>(
+        &'a self,
+        key: &'a [u8],
+    ) -> impl Iterator<Item = &'a Arc<FileHandle>> + 'a {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(move |(lvl, files)| {
+                let r: Box<dyn Iterator<Item = &Arc<FileHandle>>> = if lvl == 0 {
+                    Box::new(files.iter().filter(move |f| {
+                        f.meta.smallest.as_slice() <= key && key <= f.meta.largest.as_slice()
+                    }))
+                } else {
+                    let i = files.partition_point(|f| f.meta.largest.as_slice() < key);
+                    Box::new(
+                        files
+                            .get(i)
+                            .filter(|f| f.meta.smallest.as_slice() <= key)
+                            .into_iter(),
+                    )
+                };
+                r
+            })
+    }
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<FileHandle>> {
+        self.levels.iter().flatten()
+    }
+}
+
+/// Consistent view of a column family: memtables + files.
+pub(crate) struct SuperVersion {
+    pub mem: Arc<Memtable>,
+    /// Oldest first.
+    pub imms: Vec<Arc<Memtable>>,
+    pub levels: Arc<Levels>,
+}
+
+pub(crate) struct CfInner {
+    pub id: u64,
+    pub name: Mutex<String>,
+    pub opts: CfOptions,
+    pub dropped: AtomicBool,
+    pub sv: RwLock<Arc<SuperVersion>>,
+    pub db_uid: u64,
+}
+
+impl CfInner {
+    pub(crate) fn current(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+}
+
+/// Handle to a column family. Cheap to clone; stays valid after the column
+/// family is dropped (operations then fail with `ColumnFamilyNotFound`).
+#[derive(Clone)]
+pub struct Cf {
+    pub(crate) inner: Arc<CfInner>,
+}
+
+impl Cf {
+    /// Current name (follows renames).
+    pub fn name(&self) -> String {
+        self.inner.name.lock().clone()
+    }
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+}
+
+impl std::fmt::Debug for Cf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cf({}, {:?})", self.inner.id, self.name())
+    }
+}
+
+pub(crate) struct CommitReq {
+    pub ops: Mutex<Vec<(Arc<CfInner>, Op)>>,
+    pub snapshot: u64,
+    pub check_conflicts: bool,
+}
+
+struct Queue {
+    reqs: VecDeque<(u64, Arc<CommitReq>)>,
+    results: HashMap<u64, Result<u64>>,
+    next_ticket: u64,
+}
+
+pub(crate) struct WriteState {
+    wal: Option<WalWriter>,
+    /// Highest sequence written into the current segment.
+    seg_max_seq: u64,
+    last_seq: u64,
+}
+
+struct BgState {
+    flush_requested: bool,
+    shutdown: bool,
+}
+
+pub(crate) struct DbInner {
+    pub dir: PathBuf,
+    pub opts: DbOptions,
+    pub uid: u64,
+    sync_mode: Mutex<SyncMode>,
+    pub cache: Arc<BlockCache>,
+    pub cfs: RwLock<BTreeMap<u64, Arc<CfInner>>>,
+    ddl: Mutex<()>,
+    pub visible_seq: AtomicU64,
+    write: Mutex<WriteState>,
+    stall_cv: Condvar,
+    queue: Mutex<Queue>,
+    queue_cv: Condvar,
+    /// Closed WAL segments: (number, max seq written to it).
+    wal_segments: Mutex<Vec<(u64, u64)>>,
+    current_wal_file: Mutex<Option<Arc<File>>>,
+    pub manifest: Mutex<(ManifestWriter, State)>,
+    pub next_file: AtomicU64,
+    snapshots: Mutex<BTreeMap<u64, usize>>,
+    flush_lock: Mutex<()>,
+    bg: Mutex<BgState>,
+    bg_cv: Condvar,
+    closed: AtomicBool,
+    poisoned: AtomicBool,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    lock_file: Mutex<Option<File>>,
+}
+
+static DB_UID: AtomicU64 = AtomicU64::new(1);
+
+/// A registered snapshot; while alive, compaction keeps the versions it sees.
+pub(crate) struct SnapGuard {
+    db: Arc<DbInner>,
+    pub seq: u64,
+}
+
+impl Drop for SnapGuard {
+    fn drop(&mut self) {
+        let mut s = self.db.snapshots.lock();
+        if let Some(c) = s.get_mut(&self.seq) {
+            *c -= 1;
+            if *c == 0 {
+                s.remove(&self.seq);
+            }
+        }
+    }
+}
+
+/// The database handle. Cheap to clone (`Arc` inside), `Send + Sync`. The
+/// database closes when the last clone is dropped, or explicitly by `close()`.
+#[derive(Clone)]
+pub struct Db {
+    owner: Arc<DbOwner>,
+}
+
+struct DbOwner {
+    inner: Arc<DbInner>,
+}
+
+impl Drop for DbOwner {
+    fn drop(&mut self) {
+        let _ = self.inner.close();
+    }
+}
+
+fn list_dir(dir: &Path) -> Result<Vec<String>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+    let mut v = Vec::new();
+    for e in rd {
+        let e = e.map_err(|e| Error::io(format!("list {}", dir.display()), e))?;
+        if let Some(n) = e.file_name().to_str() {
+            v.push(n.to_string());
+        }
+    }
+    Ok(v)
+}
+
+impl Db {
+    /// Opens (creating if missing) the database in `dir`, replaying the WAL.
+    /// Replayed data is flushed to table files before `open` returns.
+    pub fn open(dir: impl AsRef<Path>, opts: DbOptions) -> Result<Db> {
+        let inner = DbInner::open(dir.as_ref(), opts)?;
+        Ok(Db {
+            owner: Arc::new(DbOwner { inner }),
+        })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<DbInner> {
+        &self.owner.inner
+    }
+
+    /// Creates a column family (durable before returning).
+    pub fn create_cf(&self, name: &str, opts: CfOptions) -> Result<Cf> {
+        self.inner().create_cf(name, opts)
+    }
+
+    /// Drops a column family (durable, instant); its files are deleted right
+    /// after the manifest records the drop (open iterators keep their file
+    /// descriptors).
+    pub fn drop_cf(&self, name: &str) -> Result<()> {
+        self.inner().drop_cf(name)
+    }
+
+    /// Renames a column family (durable, atomic).
+    pub fn rename_cf(&self, from: &str, to: &str) -> Result<()> {
+        self.inner().rename_cf(from, to)
+    }
+
+    pub fn cf(&self, name: &str) -> Option<Cf> {
+        self.inner().find_cf(name).map(|inner| Cf { inner })
+    }
+
+    pub fn list_cfs(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .inner()
+            .cfs
+            .read()
+            .values()
+            .map(|c| c.name.lock().clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Starts a transaction. Never blocks; on a closed database its operations
+    /// fail with `Error::Closed`.
+    pub fn begin(&self, isolation: Isolation) -> crate::Txn {
+        crate::Txn::new(self.inner().clone(), isolation)
+    }
+
+    /// Flushes every memtable to table files; blocks until done.
+    pub fn flush(&self) -> Result<()> {
+        self.inner().flush_all()
+    }
+
+    /// Compacts the key range of `cf` (phase 1: flushes the column family).
+    pub fn compact_range(&self, cf: &Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner().compact_range(cf, start, end)
+    }
+
+    pub fn set_sync_mode(&self, mode: SyncMode) {
+        *self.inner().sync_mode.lock() = mode;
+        self.inner().bg_cv.notify_all();
+    }
+
+    pub fn sync_mode(&self) -> SyncMode {
+        *self.inner().sync_mode.lock()
+    }
+
+    /// fsyncs the current WAL segment.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner().check_open()?;
+        self.inner().sync_wal()
+    }
+
+    pub fn cf_stats(&self, cf: &Cf) -> CfStats {
+        self.inner().cf_stats(cf)
+    }
+
+    /// Estimated number of entries in `[start, end)` from memtable walks (capped)
+    /// and table index blocks; never scans table data.
+    pub fn approximate_keys_in_range(
+        &self,
+        cf: &Cf,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> u64 {
+        self.inner().approximate_keys_in_range(cf, start, end)
+    }
+
+    /// Stops background threads and syncs the WAL. Later calls fail with `Closed`.
+    pub fn close(&self) -> Result<()> {
+        self.inner().close()
+    }
+
+    /// Sequence number of the latest visible commit.
+    pub fn latest_sequence(&self) -> u64 {
+        self.inner().visible_seq.load(Ordering::Acquire)
+    }
+
+    /// Directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner().dir
+    }
+}
+
+impl DbInner {
+    fn open(dir: &Path, opts: DbOptions) -> Result<Arc<DbInner>> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
+        let lock = crate::fsutil::lock_dir(dir)?;
+        let cache = Arc::new(BlockCache::new(opts.block_cache_size));
+        let names = list_dir(dir)?;
+        let (mut state, old_manifest) = match manifest::load(dir)? {
+            Some((s, n)) => (s, Some(n)),
+            None => {
+                if names
+                    .iter()
+                    .any(|n| n.starts_with("MANIFEST-") || sst::parse_table_name(n).is_some())
+                {
+                    return Err(Error::corruption(
+                        dir.join("CURRENT"),
+                        0,
+                        "CURRENT missing but database files exist",
+                    ));
+                }
+                (State::default(), None)
+            }
+        };
+        let max_on_disk = names
+            .iter()
+            .filter_map(|n| {
+                wal::parse_segment_name(n)
+                    .or_else(|| sst::parse_table_name(n))
+                    .or_else(|| crate::vlog::parse_vlog_name(n))
+                    .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
+            })
+            .max()
+            .unwrap_or(0);
+        let next_file = AtomicU64::new(state.next_file.max(max_on_disk + 1).max(1));
+        let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
+
+        // Open tables.
+        let mut cfs = BTreeMap::new();
+        for (id, meta) in &state.cfs {
+            let mut levels = Levels::new();
+            for (lvl, files) in meta.levels.iter().enumerate() {
+                for fm in files {
+                    let t =
+                        Table::open(sst::table_path(dir, fm.file_no), fm.file_no, cache.clone())?;
+                    levels.levels[lvl].push(Arc::new(FileHandle {
+                        meta: fm.clone(),
+                        table: Arc::new(t),
+                    }));
+                }
+            }
+            levels.normalize();
+            cfs.insert(
+                *id,
+                Arc::new(CfInner {
+                    id: *id,
+                    name: Mutex::new(meta.name.clone()),
+                    opts: meta.opts.clone(),
+                    dropped: AtomicBool::new(false),
+                    sv: RwLock::new(Arc::new(SuperVersion {
+                        mem: Arc::new(Memtable::new()),
+                        imms: Vec::new(),
+                        levels: Arc::new(levels),
+                    })),
+                    db_uid: uid,
+                }),
+            );
+        }
+
+        // Replay WAL segments.
+        let mut segs: Vec<u64> = names
+            .iter()
+            .filter_map(|n| wal::parse_segment_name(n))
+            .collect();
+        segs.sort_unstable();
+        let mut last_seq = state.last_seq;
+        for (i, &n) in segs.iter().enumerate() {
+            let path = wal::segment_path(dir, n);
+            wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
+                let rec = batch::decode(payload)
+                    .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
+                match rec {
+                    Record::Commit { seq, ops } => {
+                        last_seq = last_seq.max(seq);
+                        for op in ops {
+                            let Some(cf) = cfs.get(&op.cf) else { continue };
+                            let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
+                            if seq > flushed {
+                                cf.sv.read().mem.insert(&op.key, seq, op.kind, &op.value);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+
+        // Flush replayed memtables so old WAL segments can go.
+        for (id, cf) in &cfs {
+            let mem = cf.current().mem.clone();
+            if mem.is_empty() {
+                continue;
+            }
+            let no = next_file.fetch_add(1, Ordering::SeqCst);
+            let (fm, table) = build_table(dir, no, &cf.opts, &mem, &cache)?;
+            if let Some(m) = state.cfs.get_mut(id) {
+                m.levels[0].push(fm.clone());
+                m.flushed_seq = m.flushed_seq.max(mem.max_seq());
+            }
+            let mut levels = (*cf.current().levels).clone();
+            levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
+            levels.normalize();
+            *cf.sv.write() = Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new()),
+                imms: Vec::new(),
+                levels: Arc::new(levels),
+            });
+        }
+        state.last_seq = last_seq;
+        let mnum = next_file.fetch_add(1, Ordering::SeqCst);
+        state.next_file = next_file.load(Ordering::SeqCst);
+        let mw = ManifestWriter::create(dir, mnum, &state)?;
+
+        // Remove obsolete files: old manifests, replayed WAL segments, orphan tables.
+        let live: HashSet<u64> = state
+            .cfs
+            .values()
+            .flat_map(|c| c.levels.iter().flatten().map(|f| f.file_no))
+            .collect();
+        for n in &names {
+            let remove = if let Some(no) = sst::parse_table_name(n) {
+                !live.contains(&no)
+            } else if wal::parse_segment_name(n).is_some() {
+                true
+            } else if let Some(m) = n.strip_prefix("MANIFEST-") {
+                m.parse::<u64>().ok() != Some(mnum)
+            } else {
+                n.ends_with(".tmp")
+            };
+            if remove {
+                let _ = std::fs::remove_file(dir.join(n));
+            }
+        }
+        let _ = old_manifest;
+
+        let wal_no = next_file.fetch_add(1, Ordering::SeqCst);
+        let w = WalWriter::create(dir, wal_no)?;
+        let cur_file = w.file.clone();
+        let inner = Arc::new(DbInner {
+            dir: dir.to_path_buf(),
+            sync_mode: Mutex::new(opts.sync_mode),
+            opts,
+            uid,
+            cache,
+            cfs: RwLock::new(cfs),
+            ddl: Mutex::new(()),
+            visible_seq: AtomicU64::new(last_seq),
+            write: Mutex::new(WriteState {
+                wal: Some(w),
+                seg_max_seq: 0,
+                last_seq,
+            }),
+            stall_cv: Condvar::new(),
+            queue: Mutex::new(Queue {
+                reqs: VecDeque::new(),
+                results: HashMap::new(),
+                next_ticket: 0,
+            }),
+            queue_cv: Condvar::new(),
+            wal_segments: Mutex::new(Vec::new()),
+            current_wal_file: Mutex::new(Some(cur_file)),
+            manifest: Mutex::new((mw, state)),
+            next_file,
+            snapshots: Mutex::new(BTreeMap::new()),
+            flush_lock: Mutex::new(()),
+            bg: Mutex::new(BgState {
+                flush_requested: false,
+                shutdown: false,
+            }),
+            bg_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            threads: Mutex::new(Vec::new()),
+            lock_file: Mutex::new(Some(lock)),
+        });
+        inner.start_threads()?;
+        Ok(inner)
+    }
+
+    fn start_threads(self: &Arc<Self>) -> Result<()> {
+        let mut th = self.threads.lock();
+        let me = self.clone();
+        th.push(
+            std::thread::Builder::new()
+                .name("tidesdb-flush".into())
+                .spawn(move || me.flush_thread())
+                .map_err(|e| Error::io("spawn flush thread", e))?,
+        );
+        let me = self.clone();
+        th.push(
+            std::thread::Builder::new()
+                .name("tidesdb-sync".into())
+                .spawn(move || me.sync_thread())
+                .map_err(|e| Error::io("spawn sync thread", e))?,
+        );
+        for i in 0..self.opts.background_threads.max(1) {
+            let me = self.clone();
+            th.push(
+                std::thread::Builder::new()
+                    .name(format!("tidesdb-compact-{i}"))
+                    .spawn(move || me.compaction_thread())
+                    .map_err(|e| Error::io("spawn compaction thread", e))?,
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.bg.lock().shutdown
+    }
+
+    /// Waits on the background condition variable up to `d`; false on shutdown.
+    pub(crate) fn bg_wait(&self, d: Duration) -> bool {
+        let mut g = self.bg.lock();
+        if g.shutdown {
+            return false;
+        }
+        self.bg_cv.wait_for(&mut g, d);
+        !g.shutdown
+    }
+
+    pub(crate) fn bg_notify(&self) {
+        self.bg_cv.notify_all();
+    }
+
+    fn flush_thread(self: Arc<Self>) {
+        loop {
+            {
+                let mut g = self.bg.lock();
+                while !g.flush_requested && !g.shutdown {
+                    self.bg_cv.wait_for(&mut g, Duration::from_millis(500));
+                }
+                if g.shutdown {
+                    return;
+                }
+                g.flush_requested = false;
+            }
+            if let Err(_e) = self.flush_pending() {
+                self.poisoned.store(true, Ordering::SeqCst);
+                self.stall_cv.notify_all();
+            }
+        }
+    }
+
+    fn sync_thread(self: Arc<Self>) {
+        loop {
+            let mode = *self.sync_mode.lock();
+            let wait = match mode {
+                SyncMode::Interval { millis } => Duration::from_millis(millis.max(1)),
+                _ => Duration::from_millis(200),
+            };
+            if !self.bg_wait(wait) {
+                return;
+            }
+            if let SyncMode::Interval { .. } = *self.sync_mode.lock() {
+                if self.sync_wal().is_err() {
+                    self.poisoned.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn sync_wal(&self) -> Result<()> {
+        let f = self.current_wal_file.lock().clone();
+        if let Some(f) = f {
+            f.sync_data().map_err(|e| {
+                self.poisoned.store(true, Ordering::SeqCst);
+                Error::io("fsync WAL", e)
+            })?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn find_cf(&self, name: &str) -> Option<Arc<CfInner>> {
+        self.cfs
+            .read()
+            .values()
+            .find(|c| *c.name.lock() == name)
+            .cloned()
+    }
+
+    /// Validates a handle: belongs to this db and not dropped.
+    pub(crate) fn check_cf(&self, cf: &Cf) -> Result<()> {
+        if cf.inner.db_uid != self.uid || cf.inner.dropped.load(Ordering::Acquire) {
+            return Err(Error::ColumnFamilyNotFound(cf.name()));
+        }
+        Ok(())
+    }
+
+    fn create_cf(&self, name: &str, opts: CfOptions) -> Result<Cf> {
+        self.check_writable()?;
+        if name.is_empty() || name.len() > 1024 {
+            return Err(Error::InvalidArgument("column family name length".into()));
+        }
+        if opts.block_size == 0 || opts.block_size > (64 << 20) {
+            return Err(Error::InvalidArgument("block_size".into()));
+        }
+        let _g = self.ddl.lock();
+        if self.find_cf(name).is_some() {
+            return Err(Error::ColumnFamilyExists(name.to_string()));
+        }
+        let id = {
+            let mut m = self.manifest.lock();
+            let (w, st) = &mut *m;
+            let id = st.next_cf_id.max(1);
+            let ops = vec![
+                EditOp::CreateCf {
+                    id,
+                    name: name.to_string(),
+                    opts: opts.clone(),
+                },
+                EditOp::NextCfId(id + 1),
+            ];
+            self.apply_manifest(w, st, &ops)?;
+            id
+        };
+        let inner = Arc::new(CfInner {
+            id,
+            name: Mutex::new(name.to_string()),
+            opts,
+            dropped: AtomicBool::new(false),
+            sv: RwLock::new(Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new()),
+                imms: Vec::new(),
+                levels: Arc::new(Levels::new()),
+            })),
+            db_uid: self.uid,
+        });
+        self.cfs.write().insert(id, inner.clone());
+        Ok(Cf { inner })
+    }
+
+    pub(crate) fn apply_manifest(
+        &self,
+        w: &mut ManifestWriter,
+        st: &mut State,
+        ops: &[EditOp],
+    ) -> Result<()> {
+        let mut st2 = st.clone();
+        st2.apply(ops)
+            .map_err(|d| Error::InvalidArgument(format!("manifest edit rejected: {d}")))?;
+        st2.next_file = st2.next_file.max(self.next_file.load(Ordering::SeqCst));
+        let r = w.append(ops, &st2, || self.next_file.fetch_add(1, Ordering::SeqCst));
+        if r.is_err() {
+            self.poisoned.store(true, Ordering::SeqCst);
+        }
+        r?;
+        *st = st2;
+        Ok(())
+    }
+
+    fn drop_cf(&self, name: &str) -> Result<()> {
+        self.check_writable()?;
+        let _g = self.ddl.lock();
+        let cf = self
+            .find_cf(name)
+            .ok_or_else(|| Error::ColumnFamilyNotFound(name.to_string()))?;
+        {
+            let mut m = self.manifest.lock();
+            let (w, st) = &mut *m;
+            self.apply_manifest(w, st, &[EditOp::DropCf(cf.id)])?;
+        }
+        cf.dropped.store(true, Ordering::Release);
+        self.cfs.write().remove(&cf.id);
+        // Reclaim space now: unlinked files stay readable through open descriptors.
+        let sv = cf.current();
+        for f in sv.levels.all() {
+            let _ = std::fs::remove_file(&f.table.path);
+            self.cache.evict_file(f.meta.file_no);
+        }
+        *cf.sv.write() = Arc::new(SuperVersion {
+            mem: Arc::new(Memtable::new()),
+            imms: Vec::new(),
+            levels: Arc::new(Levels::new()),
+        });
+        self.stall_cv.notify_all();
+        self.purge_wal();
+        Ok(())
+    }
+
+    fn rename_cf(&self, from: &str, to: &str) -> Result<()> {
+        self.check_writable()?;
+        if to.is_empty() || to.len() > 1024 {
+            return Err(Error::InvalidArgument("column family name length".into()));
+        }
+        let _g = self.ddl.lock();
+        let cf = self
+            .find_cf(from)
+            .ok_or_else(|| Error::ColumnFamilyNotFound(from.to_string()))?;
+        if self.find_cf(to).is_some() {
+            return Err(Error::ColumnFamilyExists(to.to_string()));
+        }
+        {
+            let mut m = self.manifest.lock();
+            let (w, st) = &mut *m;
+            self.apply_manifest(w, st, &[EditOp::RenameCf(cf.id, to.to_string())])?;
+        }
+        *cf.name.lock() = to.to_string();
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ snapshots
+
+    pub(crate) fn snapshot(self: &Arc<Self>) -> Arc<SnapGuard> {
+        let mut s = self.snapshots.lock();
+        // Read the sequence under the lock so compaction never misses it.
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        *s.entry(seq).or_insert(0) += 1;
+        Arc::new(SnapGuard {
+            db: self.clone(),
+            seq,
+        })
+    }
+
+    /// Oldest sequence any live snapshot can read at.
+    pub(crate) fn oldest_snapshot(&self) -> u64 {
+        let s = self.snapshots.lock();
+        let vis = self.visible_seq.load(Ordering::Acquire);
+        s.keys().next().copied().unwrap_or(vis).min(vis)
+    }
+
+    pub(crate) fn live_snapshots(&self) -> Vec<u64> {
+        self.snapshots.lock().keys().copied().collect()
+    }
+
+    // ------------------------------------------------------------ reads
+
+    /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
+    pub(crate) fn get_raw(
+        &self,
+        cf: &CfInner,
+        key: &[u8],
+        snap: u64,
+    ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
+        let sv = cf.current();
+        if let Some((s, v)) = sv.mem.get(key, snap) {
+            return Ok(Some((s, v.kind, v.value.to_vec())));
+        }
+        for m in sv.imms.iter().rev() {
+            if let Some((s, v)) = m.get(key, snap) {
+                return Ok(Some((s, v.kind, v.value.to_vec())));
+            }
+        }
+        for f in sv.levels.candidates(key) {
+            if f.meta.min_seq > snap {
+                continue;
+            }
+            if let Some(r) = f.table.get(key, snap)? {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
+        match self.get_raw(cf, key, snap)? {
+            None => Ok(None),
+            Some((_, Kind::Delete, _)) => Ok(None),
+            Some((_, Kind::Put, v)) => Ok(Some(v)),
+            Some((_, Kind::ValuePtr, p)) => self.resolve_value(cf, &p).map(Some),
+        }
+    }
+
+    pub(crate) fn resolve_value(&self, _cf: &CfInner, ptr: &[u8]) -> Result<Vec<u8>> {
+        crate::vlog::read_pointer(&self.dir, ptr)
+    }
+
+    /// Sequence of the newest version of `key` if it is newer than `snap`.
+    fn newer_than(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<bool> {
+        let sv = cf.current();
+        if let Some(s) = sv.mem.latest_seq(key) {
+            return Ok(s > snap);
+        }
+        for m in sv.imms.iter().rev() {
+            if let Some(s) = m.latest_seq(key) {
+                return Ok(s > snap);
+            }
+        }
+        if sv.levels.max_seq <= snap {
+            return Ok(false);
+        }
+        for f in sv.levels.candidates(key) {
+            if let Some((s, _, _)) = f.table.get(key, MAX_SEQ)? {
+                return Ok(s > snap);
+            }
+        }
+        Ok(false)
+    }
+
+    // ------------------------------------------------------------ commit
+
+    /// Commits `ops` atomically; returns the commit sequence. Group commit:
+    /// the first queued request leads, writing and syncing everyone's records.
+    pub(crate) fn commit_ops(
+        &self,
+        ops: Vec<(Arc<CfInner>, Op)>,
+        snapshot: u64,
+        check_conflicts: bool,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        let req = Arc::new(CommitReq {
+            ops: Mutex::new(ops),
+            snapshot,
+            check_conflicts,
+        });
+        let mut q = self.queue.lock();
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.reqs.push_back((ticket, req));
+        loop {
+            if let Some(r) = q.results.remove(&ticket) {
+                return r;
+            }
+            if q.reqs.front().map(|x| x.0) == Some(ticket) {
+                break;
+            }
+            self.queue_cv.wait(&mut q);
+        }
+        // Leader: take the whole queue (bounded).
+        let mut group = Vec::new();
+        let mut bytes = 0usize;
+        for (t, r) in q.reqs.iter() {
+            group.push((*t, r.clone()));
+            bytes += r.ops.lock().len();
+            if bytes > 100_000 {
+                break;
+            }
+        }
+        drop(q);
+        let results = self.process_group(&group);
+        let mut q = self.queue.lock();
+        for _ in 0..group.len() {
+            q.reqs.pop_front();
+        }
+        let mut mine = Err(Error::Closed);
+        for ((t, _), r) in group.iter().zip(results) {
+            if *t == ticket {
+                mine = r;
+            } else {
+                q.results.insert(*t, r);
+            }
+        }
+        self.queue_cv.notify_all();
+        mine
+    }
+
+    fn process_group(&self, group: &[(u64, Arc<CommitReq>)]) -> Vec<Result<u64>> {
+        let mut w = self.write.lock();
+        let mut results: Vec<Result<u64>> = Vec::with_capacity(group.len());
+        if let Err(e) = self.check_writable() {
+            return group.iter().map(|_| Err(e.duplicate())).collect();
+        }
+        // Stall while a touched column family has too many unflushed memtables.
+        loop {
+            let stalled = group.iter().any(|(_, r)| {
+                r.ops.lock().iter().any(|(cf, _)| {
+                    !cf.dropped.load(Ordering::Relaxed) && cf.current().imms.len() >= MAX_IMMS
+                })
+            });
+            if !stalled {
+                break;
+            }
+            if let Err(e) = self.check_writable() {
+                return group.iter().map(|_| Err(e.duplicate())).collect();
+            }
+            self.request_flush();
+            self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
+        }
+        let mut framed = Vec::new();
+        let mut accepted: Vec<(usize, u64, Vec<(Arc<CfInner>, Op)>)> = Vec::new();
+        let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let base_seq = w.last_seq;
+        let mut next_seq = base_seq;
+        for (i, (_, req)) in group.iter().enumerate() {
+            let ops = std::mem::take(&mut *req.ops.lock());
+            let r = (|| -> Result<()> {
+                for (cf, op) in &ops {
+                    if cf.dropped.load(Ordering::Acquire) {
+                        return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+                    }
+                    if req.check_conflicts
+                        && (group_keys.contains(&(op.cf, op.key.clone()))
+                            || self.newer_than(cf, &op.key, req.snapshot)?)
+                    {
+                        return Err(Error::Conflict);
+                    }
+                }
+                Ok(())
+            })();
+            match r {
+                Err(e) => results.push(Err(e)),
+                Ok(()) => {
+                    next_seq += 1;
+                    let plain: Vec<Op> = ops.iter().map(|(_, o)| o.clone()).collect();
+                    let mut payload = Vec::new();
+                    batch::encode_commit(&mut payload, next_seq, &plain);
+                    wal::frame_record(&mut framed, &payload);
+                    for (_, o) in &ops {
+                        group_keys.insert((o.cf, o.key.clone()));
+                    }
+                    results.push(Ok(next_seq));
+                    accepted.push((i, next_seq, ops));
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return results;
+        }
+        let sync = *self.sync_mode.lock() == SyncMode::Full;
+        let io = (|| -> Result<()> {
+            let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+            wal.append(&framed)?;
+            if sync {
+                wal.sync()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = io {
+            self.poisoned.store(true, Ordering::SeqCst);
+            for (i, _, _) in &accepted {
+                results[*i] = Err(e.duplicate());
+            }
+            return results;
+        }
+        let mut touched: Vec<Arc<CfInner>> = Vec::new();
+        for (_, seq, ops) in &accepted {
+            for (cf, op) in ops {
+                cf.sv.read().mem.insert(&op.key, *seq, op.kind, &op.value);
+                if !touched.iter().any(|c| Arc::ptr_eq(c, cf)) {
+                    touched.push(cf.clone());
+                }
+            }
+        }
+        w.last_seq = next_seq;
+        w.seg_max_seq = next_seq;
+        self.visible_seq.store(next_seq, Ordering::Release);
+        for cf in touched {
+            if cf.current().mem.size() >= self.opts.write_buffer_size {
+                if let Err(e) = self.rotate(&mut w, &cf) {
+                    // Data is durable in the WAL already; report but keep results.
+                    let _ = e;
+                    self.poisoned.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        self.maybe_rotate_for_wal_size(&mut w);
+        results
+    }
+
+    /// Moves the memtable of `cf` to the immutable list and starts a new WAL
+    /// segment. Caller holds the write lock.
+    fn rotate(&self, w: &mut WriteState, cf: &Arc<CfInner>) -> Result<()> {
+        if cf.current().mem.is_empty() {
+            return Ok(());
+        }
+        self.new_segment(w)?;
+        {
+            let mut g = cf.sv.write();
+            let mut imms = g.imms.clone();
+            imms.push(g.mem.clone());
+            *g = Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new()),
+                imms,
+                levels: g.levels.clone(),
+            });
+        }
+        self.request_flush();
+        Ok(())
+    }
+
+    fn new_segment(&self, w: &mut WriteState) -> Result<()> {
+        let Some(old) = w.wal.as_ref() else {
+            return Err(Error::Closed);
+        };
+        if old.size == 0 {
+            return Ok(());
+        }
+        old.sync()?;
+        let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let nw = WalWriter::create(&self.dir, no)?;
+        *self.current_wal_file.lock() = Some(nw.file.clone());
+        if let Some(old) = w.wal.replace(nw) {
+            self.wal_segments.lock().push((old.number, w.seg_max_seq));
+        }
+        Ok(())
+    }
+
+    fn maybe_rotate_for_wal_size(&self, w: &mut WriteState) {
+        let limit = (self.opts.write_buffer_size as u64)
+            .saturating_mul(4)
+            .max(64 << 20);
+        let segs = self.wal_segments.lock().clone();
+        if segs.len() < 2 {
+            return;
+        }
+        let total: u64 = segs
+            .iter()
+            .map(|(n, _)| {
+                std::fs::metadata(wal::segment_path(&self.dir, *n))
+                    .map(|m| m.len())
+                    .unwrap_or(0)
+            })
+            .sum();
+        if total < limit {
+            return;
+        }
+        let oldest_max = segs.first().map_or(0, |s| s.1);
+        let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+        for cf in cfs {
+            let sv = cf.current();
+            if !sv.mem.is_empty() && sv.mem.min_seq() <= oldest_max {
+                let _ = self.rotate(w, &cf);
+            }
+        }
+    }
+
+    pub(crate) fn request_flush(&self) {
+        self.bg.lock().flush_requested = true;
+        self.bg_cv.notify_all();
+    }
+
+    // ------------------------------------------------------------ flush
+
+    /// Flushes all immutable memtables of all column families (oldest first).
+    pub(crate) fn flush_pending(&self) -> Result<()> {
+        let _g = self.flush_lock.lock();
+        loop {
+            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+            let mut did = false;
+            for cf in cfs {
+                while self.flush_one(&cf)? {
+                    did = true;
+                }
+            }
+            if !did {
+                break;
+            }
+        }
+        self.purge_wal();
+        Ok(())
+    }
+
+    fn flush_one(&self, cf: &Arc<CfInner>) -> Result<bool> {
+        let sv = cf.current();
+        let Some(imm) = sv.imms.first().cloned() else {
+            return Ok(false);
+        };
+        if cf.dropped.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let built = if imm.is_empty() {
+            None
+        } else {
+            Some(build_table(&self.dir, no, &cf.opts, &imm, &self.cache)?)
+        };
+        {
+            let mut m = self.manifest.lock();
+            let (w, st) = &mut *m;
+            if cf.dropped.load(Ordering::Acquire) {
+                if let Some((fm, _)) = &built {
+                    let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
+                }
+                return Ok(false);
+            }
+            let mut ops = Vec::new();
+            if let Some((fm, _)) = &built {
+                ops.push(EditOp::AddFile {
+                    cf: cf.id,
+                    level: 0,
+                    meta: fm.clone(),
+                });
+            }
+            ops.push(EditOp::FlushedSeq(cf.id, imm.max_seq()));
+            ops.push(EditOp::LastSeq(self.visible_seq.load(Ordering::Acquire)));
+            ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+            self.apply_manifest(w, st, &ops)?;
+            let mut g = cf.sv.write();
+            let mut levels = (*g.levels).clone();
+            if let Some((fm, t)) = built {
+                levels.levels[0].push(Arc::new(FileHandle { meta: fm, table: t }));
+            }
+            levels.normalize();
+            let imms: Vec<Arc<Memtable>> = g
+                .imms
+                .iter()
+                .filter(|m| !Arc::ptr_eq(m, &imm))
+                .cloned()
+                .collect();
+            *g = Arc::new(SuperVersion {
+                mem: g.mem.clone(),
+                imms,
+                levels: Arc::new(levels),
+            });
+        }
+        self.stall_cv.notify_all();
+        self.bg_notify();
+        Ok(true)
+    }
+
+    /// Deletes closed WAL segments whose every record is in table files.
+    pub(crate) fn purge_wal(&self) {
+        let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+        let mut min_unflushed = u64::MAX;
+        for cf in &cfs {
+            let sv = cf.current();
+            for m in sv.imms.iter().chain(std::iter::once(&sv.mem)) {
+                if !m.is_empty() {
+                    min_unflushed = min_unflushed.min(m.min_seq());
+                }
+            }
+        }
+        let mut segs = self.wal_segments.lock();
+        let mut keep = Vec::new();
+        for (n, max) in segs.drain(..) {
+            if max < min_unflushed && self.prepared_pins_segment(n).is_none() {
+                let _ = std::fs::remove_file(wal::segment_path(&self.dir, n));
+            } else {
+                keep.push((n, max));
+            }
+        }
+        *segs = keep;
+    }
+
+    fn prepared_pins_segment(&self, _n: u64) -> Option<()> {
+        None
+    }
+
+    fn flush_all(&self) -> Result<()> {
+        self.check_writable()?;
+        {
+            let mut w = self.write.lock();
+            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+            for cf in cfs {
+                self.rotate(&mut w, &cf)?;
+            }
+        }
+        self.flush_pending()
+    }
+
+    pub(crate) fn flush_cf(&self, cf: &Arc<CfInner>) -> Result<()> {
+        {
+            let mut w = self.write.lock();
+            self.rotate(&mut w, cf)?;
+        }
+        self.flush_pending()
+    }
+
+    // ------------------------------------------------------------ stats
+
+    fn cf_stats(&self, cf: &Cf) -> CfStats {
+        let sv = cf.inner.current();
+        let mut st = CfStats {
+            memtable_bytes: sv.mem.size() as u64,
+            immutable_memtables: sv.imms.len() as u64,
+            ..CfStats::default()
+        };
+        for m in sv.imms.iter().chain(std::iter::once(&sv.mem)) {
+            st.approx_keys += m.entries();
+            st.approx_bytes += m.size() as u64;
+        }
+        st.memtable_bytes += sv.imms.iter().map(|m| m.size() as u64).sum::<u64>();
+        for l in &sv.levels.levels {
+            st.files_per_level.push(l.len() as u64);
+            for f in l {
+                st.table_files += 1;
+                st.approx_keys += f.meta.num_entries;
+                st.approx_bytes += f.meta.size;
+            }
+        }
+        st
+    }
+
+    fn approximate_keys_in_range(&self, cf: &Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> u64 {
+        let sv = cf.inner.current();
+        let mut n = 0;
+        for m in sv.imms.iter().chain(std::iter::once(&sv.mem)) {
+            n += m.count_range(start, end, 100_000);
+        }
+        for f in sv.levels.all() {
+            if let Some(s) = start {
+                if f.meta.largest.as_slice() < s {
+                    continue;
+                }
+            }
+            if let Some(e) = end {
+                if f.meta.smallest.as_slice() >= e {
+                    continue;
+                }
+            }
+            n += f.table.approx_entries_in_range(start, end);
+        }
+        n
+    }
+
+    // ------------------------------------------------------------ close
+
+    pub(crate) fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
+        {
+            let mut g = self.bg.lock();
+            g.shutdown = true;
+        }
+        self.bg_cv.notify_all();
+        self.stall_cv.notify_all();
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock());
+        let me = std::thread::current().id();
+        for t in threads {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        // Wait out an in-flight commit group, then sync.
+        let mut w = self.write.lock();
+        let r = match w.wal.take() {
+            Some(wal) => wal.sync(),
+            None => Ok(()),
+        };
+        *self.current_wal_file.lock() = None;
+        drop(w);
+        self.lock_file.lock().take();
+        r
+    }
+
+    pub(crate) fn compact_range(
+        &self,
+        cf: &Cf,
+        _start: Option<&[u8]>,
+        _end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        self.check_cf(cf)?;
+        self.flush_cf(&cf.inner)?;
+        self.compact_cf_fully(&cf.inner)
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
+    }
+    pub(crate) fn poison(&self) {
+        self.poisoned.store(true, Ordering::SeqCst);
+        self.stall_cv.notify_all();
+    }
+}
+
+/// Writes `mem` to a new table file `no`.
+pub(crate) fn build_table(
+    dir: &Path,
+    no: u64,
+    opts: &CfOptions,
+    mem: &Memtable,
+    cache: &Arc<BlockCache>,
+) -> Result<(FileMeta, Arc<Table>)> {
+    let path = sst::table_path(dir, no);
+    let mut b = TableBuilder::create(
+        path.clone(),
+        opts.block_size,
+        opts.compression,
+        opts.bloom_bits_per_key,
+    )?;
+    let r = mem.for_each(|k, v| b.add(&k.user, k.seq, v.kind, &v.value));
+    if let Err(e) = r {
+        drop(b);
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
+    }
+    finish_table(b, no, cache)
+}
+
+pub(crate) fn finish_table(
+    b: TableBuilder,
+    no: u64,
+    cache: &Arc<BlockCache>,
+) -> Result<(FileMeta, Arc<Table>)> {
+    let path = b.path().to_path_buf();
+    let (size, props) = b.finish()?;
+    let t = Table::open(path, no, cache.clone())?;
+    let fm = FileMeta {
+        file_no: no,
+        size,
+        min_seq: props.min_seq,
+        max_seq: props.max_seq,
+        num_entries: props.num_entries,
+        smallest: props.smallest_user().to_vec(),
+        largest: props.largest_user().to_vec(),
+    };
+    Ok((fm, Arc::new(t)))
+}

@@ -1,0 +1,435 @@
+//! Iterators: the internal iterator trait implemented by memtables, table files
+//! and transaction write sets, a per-source MVCC "visible view", and the merging
+//! user-level iterator used by [`crate::TxnIter`].
+
+use crate::error::Result;
+use crate::key::{successor, Kind};
+
+/// Bidirectional iterator over internal entries (user key asc, seq desc).
+pub(crate) trait InternalIterator: Send {
+    fn valid(&self) -> bool;
+    /// First entry >= (user, seq). `seq = u64::MAX` positions before every version of `user`.
+    fn seek(&mut self, user: &[u8], seq: u64);
+    /// Last entry <= (user, seq). `seq = 0` positions after every version of `user`.
+    fn seek_for_prev(&mut self, user: &[u8], seq: u64);
+    fn seek_to_first(&mut self);
+    fn seek_to_last(&mut self);
+    fn next(&mut self);
+    fn prev(&mut self);
+    fn user_key(&self) -> &[u8];
+    fn seq(&self) -> u64;
+    fn kind(&self) -> Kind;
+    fn value(&self) -> &[u8];
+    fn status(&self) -> Result<()>;
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Resolved {
+    pub user: Vec<u8>,
+    pub seq: u64,
+    pub kind: Kind,
+    pub value: Vec<u8>,
+}
+
+/// One source seen through a snapshot: `cur` is the newest version with
+/// seq <= snap of the current user key of this source.
+///
+/// Forward mode: the inner iterator sits on `cur`'s entry. Backward mode: the
+/// inner iterator sits on the oldest entry of the next (smaller) user key.
+pub(crate) struct Source {
+    it: Box<dyn InternalIterator>,
+    pub snap: u64,
+    cur: Option<Resolved>,
+}
+
+impl Source {
+    pub(crate) fn new(it: Box<dyn InternalIterator>, snap: u64) -> Source {
+        Source {
+            it,
+            snap,
+            cur: None,
+        }
+    }
+    fn capture(&self) -> Resolved {
+        Resolved {
+            user: self.it.user_key().to_vec(),
+            seq: self.it.seq(),
+            kind: self.it.kind(),
+            value: self.it.value().to_vec(),
+        }
+    }
+    fn fwd_settle(&mut self) {
+        while self.it.valid() && self.it.seq() > self.snap {
+            self.it.next();
+        }
+        self.cur = if self.it.valid() {
+            Some(self.capture())
+        } else {
+            None
+        };
+    }
+    fn fwd_seek(&mut self, target: &[u8]) {
+        self.it.seek(target, u64::MAX);
+        self.fwd_settle();
+    }
+    fn fwd_first(&mut self) {
+        self.it.seek_to_first();
+        self.fwd_settle();
+    }
+    fn fwd_next(&mut self) {
+        if let Some(c) = self.cur.take() {
+            while self.it.valid() && self.it.user_key() == c.user.as_slice() {
+                self.it.next();
+            }
+            self.fwd_settle();
+        }
+    }
+    fn bwd_settle(&mut self) {
+        loop {
+            if !self.it.valid() {
+                self.cur = None;
+                return;
+            }
+            let u = self.it.user_key().to_vec();
+            let mut best = None;
+            while self.it.valid() && self.it.user_key() == u.as_slice() {
+                if self.it.seq() <= self.snap {
+                    best = Some(self.capture());
+                } else {
+                    break;
+                }
+                self.it.prev();
+            }
+            while self.it.valid() && self.it.user_key() == u.as_slice() {
+                self.it.prev();
+            }
+            if best.is_some() {
+                self.cur = best;
+                return;
+            }
+        }
+    }
+    /// Last user key <= target (inclusive) or < target.
+    fn bwd_seek(&mut self, target: &[u8], inclusive: bool) {
+        if inclusive {
+            self.it.seek_for_prev(target, 0);
+        } else {
+            self.it.seek_for_prev(target, u64::MAX);
+            while self.it.valid() && self.it.user_key() >= target {
+                self.it.prev();
+            }
+        }
+        self.bwd_settle();
+    }
+    fn bwd_last(&mut self) {
+        self.it.seek_to_last();
+        self.bwd_settle();
+    }
+    fn status(&self) -> Result<()> {
+        self.it.status()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Dir {
+    Forward,
+    Backward,
+}
+
+pub(crate) type ValueResolver = dyn Fn(&[u8]) -> Result<Vec<u8>> + Send + Sync;
+
+/// Merges sources; for each user key the version with the highest sequence
+/// wins; tombstones hide the key. Bounds: `[lower, upper)`.
+pub(crate) struct MergeIter {
+    sources: Vec<Source>,
+    dir: Dir,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    valid: bool,
+    err: Option<crate::Error>,
+    resolver: Option<std::sync::Arc<ValueResolver>>,
+}
+
+impl MergeIter {
+    pub(crate) fn new(
+        sources: Vec<Source>,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+        resolver: Option<std::sync::Arc<ValueResolver>>,
+    ) -> MergeIter {
+        MergeIter {
+            sources,
+            dir: Dir::Forward,
+            lower,
+            upper,
+            key: Vec::new(),
+            value: Vec::new(),
+            valid: false,
+            err: None,
+            resolver,
+        }
+    }
+
+    pub(crate) fn sources_mut(&mut self) -> &mut Vec<Source> {
+        &mut self.sources
+    }
+
+    fn check_status(&mut self) -> bool {
+        if self.err.is_some() {
+            self.valid = false;
+            return false;
+        }
+        for s in &self.sources {
+            if let Err(e) = s.status() {
+                self.err = Some(e);
+                self.valid = false;
+                return false;
+            }
+        }
+        true
+    }
+
+    fn set_current(&mut self, r: &Resolved) -> bool {
+        self.key.clear();
+        self.key.extend_from_slice(&r.user);
+        if r.kind == Kind::ValuePtr {
+            let res = match &self.resolver {
+                Some(f) => f(&r.value),
+                None => Err(crate::Error::corruption(
+                    "",
+                    0,
+                    "value pointer without value log",
+                )),
+            };
+            match res {
+                Ok(v) => self.value = v,
+                Err(e) => {
+                    self.err = Some(e);
+                    self.valid = false;
+                    return false;
+                }
+            }
+        } else {
+            self.value.clear();
+            self.value.extend_from_slice(&r.value);
+        }
+        self.valid = true;
+        true
+    }
+
+    fn find_forward(&mut self) {
+        loop {
+            if !self.check_status() {
+                return;
+            }
+            let mut min: Option<&[u8]> = None;
+            for s in &self.sources {
+                if let Some(c) = &s.cur {
+                    if min.is_none_or(|m| c.user.as_slice() < m) {
+                        min = Some(&c.user);
+                    }
+                }
+            }
+            let Some(min) = min.map(|m| m.to_vec()) else {
+                self.valid = false;
+                return;
+            };
+            if let Some(u) = &self.upper {
+                if min.as_slice() >= u.as_slice() {
+                    self.valid = false;
+                    return;
+                }
+            }
+            let mut win: Option<Resolved> = None;
+            for s in &self.sources {
+                if let Some(c) = &s.cur {
+                    if c.user == min && win.as_ref().is_none_or(|w| c.seq > w.seq) {
+                        win = Some(c.clone());
+                    }
+                }
+            }
+            match win {
+                Some(w) if w.kind != Kind::Delete => {
+                    self.set_current(&w);
+                    return;
+                }
+                _ => {
+                    for s in &mut self.sources {
+                        if s.cur.as_ref().is_some_and(|c| c.user == min) {
+                            s.fwd_next();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn find_backward(&mut self) {
+        loop {
+            if !self.check_status() {
+                return;
+            }
+            let mut max: Option<&[u8]> = None;
+            for s in &self.sources {
+                if let Some(c) = &s.cur {
+                    if max.is_none_or(|m| c.user.as_slice() > m) {
+                        max = Some(&c.user);
+                    }
+                }
+            }
+            let Some(max) = max.map(|m| m.to_vec()) else {
+                self.valid = false;
+                return;
+            };
+            if let Some(l) = &self.lower {
+                if max.as_slice() < l.as_slice() {
+                    self.valid = false;
+                    return;
+                }
+            }
+            let mut win: Option<Resolved> = None;
+            for s in &self.sources {
+                if let Some(c) = &s.cur {
+                    if c.user == max && win.as_ref().is_none_or(|w| c.seq > w.seq) {
+                        win = Some(c.clone());
+                    }
+                }
+            }
+            match win {
+                Some(w) if w.kind != Kind::Delete => {
+                    self.set_current(&w);
+                    return;
+                }
+                _ => {
+                    for s in &mut self.sources {
+                        if s.cur.as_ref().is_some_and(|c| c.user == max) {
+                            s.bwd_settle();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn seek(&mut self, key: &[u8]) {
+        self.err = None;
+        let target = match &self.lower {
+            Some(l) if l.as_slice() > key => l.clone(),
+            _ => key.to_vec(),
+        };
+        for s in &mut self.sources {
+            s.fwd_seek(&target);
+        }
+        self.dir = Dir::Forward;
+        self.find_forward();
+    }
+
+    pub(crate) fn seek_to_first(&mut self) {
+        self.err = None;
+        match self.lower.clone() {
+            Some(l) => self.seek(&l),
+            None => {
+                for s in &mut self.sources {
+                    s.fwd_first();
+                }
+                self.dir = Dir::Forward;
+                self.find_forward();
+            }
+        }
+    }
+
+    pub(crate) fn seek_for_prev(&mut self, key: &[u8]) {
+        self.err = None;
+        match self.upper.clone() {
+            Some(u) if key >= u.as_slice() => {
+                for s in &mut self.sources {
+                    s.bwd_seek(&u, false);
+                }
+            }
+            _ => {
+                for s in &mut self.sources {
+                    s.bwd_seek(key, true);
+                }
+            }
+        }
+        self.dir = Dir::Backward;
+        self.find_backward();
+    }
+
+    pub(crate) fn seek_to_last(&mut self) {
+        self.err = None;
+        match self.upper.clone() {
+            Some(u) => {
+                for s in &mut self.sources {
+                    s.bwd_seek(&u, false);
+                }
+            }
+            None => {
+                for s in &mut self.sources {
+                    s.bwd_last();
+                }
+            }
+        }
+        self.dir = Dir::Backward;
+        self.find_backward();
+    }
+
+    pub(crate) fn next(&mut self) {
+        if !self.valid {
+            return;
+        }
+        let k = self.key.clone();
+        if self.dir == Dir::Forward {
+            for s in &mut self.sources {
+                if s.cur.as_ref().is_some_and(|c| c.user == k) {
+                    s.fwd_next();
+                }
+            }
+        } else {
+            let t = successor(&k);
+            for s in &mut self.sources {
+                s.fwd_seek(&t);
+            }
+            self.dir = Dir::Forward;
+        }
+        self.find_forward();
+    }
+
+    pub(crate) fn prev(&mut self) {
+        if !self.valid {
+            return;
+        }
+        let k = self.key.clone();
+        if self.dir == Dir::Backward {
+            for s in &mut self.sources {
+                if s.cur.as_ref().is_some_and(|c| c.user == k) {
+                    s.bwd_settle();
+                }
+            }
+        } else {
+            for s in &mut self.sources {
+                s.bwd_seek(&k, false);
+            }
+            self.dir = Dir::Backward;
+        }
+        self.find_backward();
+    }
+
+    pub(crate) fn valid(&self) -> bool {
+        self.valid
+    }
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.value
+    }
+    pub(crate) fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! # tidesdb-core
+//!
+//! An LSM-tree storage engine with MVCC transactions, built to sit under the
+//! TidesDB MariaDB storage engine (through the `ffi` crate).
+//!
+//! * WAL with CRC-framed records, group commit, three sync modes ([`wal`](crate)).
+//! * Per-column-family skiplist memtables, flushed to sorted table files with
+//!   prefix-compressed blocks, bloom filters, optional zstd.
+//! * Manifest of version edits + `CURRENT` pointer.
+//! * Snapshot-isolated transactions with savepoints and first-committer-wins
+//!   conflict detection.
+//!
+//! See `DESIGN.md` in the crate directory for the on-disk formats and the
+//! concurrency design.
+
+mod batch;
+mod cache;
+mod coding;
+mod compaction;
+mod db;
+mod error;
+mod fsutil;
+mod iter;
+mod key;
+mod manifest;
+mod memtable;
+mod options;
+mod sst;
+mod txn;
+mod vlog;
+mod wal;
+
+pub use db::{Cf, Db};
+pub use error::{Error, Result};
+pub use options::{CfOptions, CfStats, Compression, DbOptions, Isolation, IterOptions, SyncMode};
+pub use txn::{Savepoint, Txn, TxnIter};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send + 'static>() {}
+    #[test]
+    fn marker_traits() {
+        assert_send_sync::<Db>();
+        assert_send_sync::<Cf>();
+        assert_send::<Txn>();
+        assert_send::<TxnIter>();
+        assert_send_sync::<Error>();
+    }
+}

@@ -1,0 +1,550 @@
+//! Manifest: the durable log of metadata changes (column families, table files,
+//! flushed sequence numbers), plus the `CURRENT` pointer.
+//!
+//! ## Format
+//! `CURRENT` holds the text `MANIFEST-<number:06>\n` and is replaced atomically
+//! (write `CURRENT.tmp`, fsync, rename, fsync directory).
+//!
+//! `MANIFEST-<number:06>` uses the WAL's physical framing (`len: u32 LE`,
+//! `crc: u32 LE = crc32(len ++ payload)`, payload; torn final record tolerated,
+//! other damage is `Error::Corruption`). Each payload is one atomic *edit*:
+//! `count: varint` followed by `count` operations, each `tag: u8` + fields
+//! (integers are varints, strings / keys are varint-length-prefixed bytes):
+//!
+//! | tag | op          | fields |
+//! |-----|-------------|--------|
+//! | 1   | CreateCf    | id, name, compression u8 (0 none, 1 zstd), zstd level (zigzag varint), bloom_bits, block_size, value_sep (0 = none, else threshold+1) |
+//! | 2   | DropCf      | id |
+//! | 3   | RenameCf    | id, new name |
+//! | 4   | AddFile     | cf, level u8, file_no, size, min_seq, max_seq, num_entries, smallest user key, largest user key |
+//! | 5   | RemoveFile  | cf, level u8, file_no |
+//! | 6   | FlushedSeq  | cf, seq (all data of the CF with seq <= this is in table files) |
+//! | 7   | LastSeq     | seq |
+//! | 8   | NextFile    | n (next file number to allocate) |
+//! | 9   | NextCfId    | n |
+//! | 10  | Prepared    | xid, wal segment number (phase 2: a prepared txn pins its WAL segment) |
+//! | 11  | VlogFile    | file_no, 1 = add / 0 = remove (value log files, phase 2) |
+//!
+//! A new manifest is started with a full snapshot of the state at every open
+//! and when the current one grows past 4 MiB.
+
+use crate::coding::{put_bytes, put_varint, Reader};
+use crate::error::{Error, Result};
+use crate::options::{CfOptions, Compression};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub(crate) const NUM_LEVELS: usize = 7;
+const ROLL_SIZE: u64 = 4 << 20;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FileMeta {
+    pub file_no: u64,
+    pub size: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub num_entries: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum EditOp {
+    CreateCf {
+        id: u64,
+        name: String,
+        opts: CfOptions,
+    },
+    DropCf(u64),
+    RenameCf(u64, String),
+    AddFile {
+        cf: u64,
+        level: u8,
+        meta: FileMeta,
+    },
+    RemoveFile {
+        cf: u64,
+        level: u8,
+        file_no: u64,
+    },
+    FlushedSeq(u64, u64),
+    LastSeq(u64),
+    NextFile(u64),
+    NextCfId(u64),
+    VlogFile(u64, bool),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct CfMeta {
+    pub name: String,
+    pub opts: CfOptions,
+    pub flushed_seq: u64,
+    pub levels: Vec<Vec<FileMeta>>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct State {
+    pub cfs: BTreeMap<u64, CfMeta>,
+    pub last_seq: u64,
+    pub next_file: u64,
+    pub next_cf_id: u64,
+    pub vlog_files: std::collections::BTreeSet<u64>,
+}
+
+fn zigzag(v: i32) -> u64 {
+    u64::from(((v << 1) ^ (v >> 31)) as u32)
+}
+fn unzigzag(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_varint(&mut b, ops.len() as u64);
+    for op in ops {
+        match op {
+            EditOp::CreateCf { id, name, opts } => {
+                b.push(1);
+                put_varint(&mut b, *id);
+                put_bytes(&mut b, name.as_bytes());
+                match opts.compression {
+                    Compression::None => {
+                        b.push(0);
+                        put_varint(&mut b, 0);
+                    }
+                    Compression::Zstd { level } => {
+                        b.push(1);
+                        put_varint(&mut b, zigzag(level));
+                    }
+                }
+                put_varint(&mut b, u64::from(opts.bloom_bits_per_key));
+                put_varint(&mut b, opts.block_size as u64);
+                put_varint(
+                    &mut b,
+                    opts.value_separation_threshold.map_or(0, |t| t as u64 + 1),
+                );
+            }
+            EditOp::DropCf(id) => {
+                b.push(2);
+                put_varint(&mut b, *id);
+            }
+            EditOp::RenameCf(id, name) => {
+                b.push(3);
+                put_varint(&mut b, *id);
+                put_bytes(&mut b, name.as_bytes());
+            }
+            EditOp::AddFile { cf, level, meta } => {
+                b.push(4);
+                put_varint(&mut b, *cf);
+                b.push(*level);
+                for v in [
+                    meta.file_no,
+                    meta.size,
+                    meta.min_seq,
+                    meta.max_seq,
+                    meta.num_entries,
+                ] {
+                    put_varint(&mut b, v);
+                }
+                put_bytes(&mut b, &meta.smallest);
+                put_bytes(&mut b, &meta.largest);
+            }
+            EditOp::RemoveFile { cf, level, file_no } => {
+                b.push(5);
+                put_varint(&mut b, *cf);
+                b.push(*level);
+                put_varint(&mut b, *file_no);
+            }
+            EditOp::FlushedSeq(cf, s) => {
+                b.push(6);
+                put_varint(&mut b, *cf);
+                put_varint(&mut b, *s);
+            }
+            EditOp::LastSeq(s) => {
+                b.push(7);
+                put_varint(&mut b, *s);
+            }
+            EditOp::NextFile(n) => {
+                b.push(8);
+                put_varint(&mut b, *n);
+            }
+            EditOp::NextCfId(n) => {
+                b.push(9);
+                put_varint(&mut b, *n);
+            }
+            EditOp::VlogFile(n, add) => {
+                b.push(11);
+                put_varint(&mut b, *n);
+                b.push(u8::from(*add));
+            }
+        }
+    }
+    b
+}
+
+pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
+    let mut r = Reader::new(p);
+    let n = r.varint_usize()?;
+    let mut ops = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let op = match r.u8()? {
+            1 => {
+                let id = r.varint()?;
+                let name = String::from_utf8(r.len_prefixed()?.to_vec()).ok()?;
+                let c = r.u8()?;
+                let lvl = unzigzag(r.varint()?);
+                let compression = match c {
+                    0 => Compression::None,
+                    1 => Compression::Zstd { level: lvl },
+                    _ => return None,
+                };
+                let bloom = u32::try_from(r.varint()?).ok()?;
+                let block_size = r.varint_usize()?;
+                let vs = r.varint()?;
+                EditOp::CreateCf {
+                    id,
+                    name,
+                    opts: CfOptions {
+                        compression,
+                        bloom_bits_per_key: bloom,
+                        block_size,
+                        value_separation_threshold: if vs == 0 {
+                            None
+                        } else {
+                            Some(usize::try_from(vs - 1).ok()?)
+                        },
+                    },
+                }
+            }
+            2 => EditOp::DropCf(r.varint()?),
+            3 => EditOp::RenameCf(
+                r.varint()?,
+                String::from_utf8(r.len_prefixed()?.to_vec()).ok()?,
+            ),
+            4 => {
+                let cf = r.varint()?;
+                let level = r.u8()?;
+                let meta = FileMeta {
+                    file_no: r.varint()?,
+                    size: r.varint()?,
+                    min_seq: r.varint()?,
+                    max_seq: r.varint()?,
+                    num_entries: r.varint()?,
+                    smallest: r.len_prefixed()?.to_vec(),
+                    largest: r.len_prefixed()?.to_vec(),
+                };
+                EditOp::AddFile { cf, level, meta }
+            }
+            5 => EditOp::RemoveFile {
+                cf: r.varint()?,
+                level: r.u8()?,
+                file_no: r.varint()?,
+            },
+            6 => EditOp::FlushedSeq(r.varint()?, r.varint()?),
+            7 => EditOp::LastSeq(r.varint()?),
+            8 => EditOp::NextFile(r.varint()?),
+            9 => EditOp::NextCfId(r.varint()?),
+            11 => EditOp::VlogFile(r.varint()?, r.u8()? != 0),
+            _ => return None,
+        };
+        ops.push(op);
+    }
+    if !r.is_empty() {
+        return None;
+    }
+    Some(ops)
+}
+
+impl State {
+    /// Applies one edit; `Err(detail)` if it is inconsistent with the state.
+    pub(crate) fn apply(&mut self, ops: &[EditOp]) -> std::result::Result<(), String> {
+        for op in ops {
+            match op {
+                EditOp::CreateCf { id, name, opts } => {
+                    if self.cfs.contains_key(id) {
+                        return Err(format!("duplicate column family id {id}"));
+                    }
+                    self.cfs.insert(
+                        *id,
+                        CfMeta {
+                            name: name.clone(),
+                            opts: opts.clone(),
+                            flushed_seq: 0,
+                            levels: vec![Vec::new(); NUM_LEVELS],
+                        },
+                    );
+                    self.next_cf_id = self.next_cf_id.max(id + 1);
+                }
+                EditOp::DropCf(id) => {
+                    self.cfs.remove(id);
+                }
+                EditOp::RenameCf(id, name) => match self.cfs.get_mut(id) {
+                    Some(c) => c.name = name.clone(),
+                    None => return Err(format!("rename of unknown column family {id}")),
+                },
+                EditOp::AddFile { cf, level, meta } => {
+                    // Files of a dropped column family may still be mentioned by
+                    // an edit racing with the drop: ignore them.
+                    if let Some(c) = self.cfs.get_mut(cf) {
+                        let l = c
+                            .levels
+                            .get_mut(*level as usize)
+                            .ok_or_else(|| format!("bad level {level}"))?;
+                        l.push(meta.clone());
+                    }
+                    self.next_file = self.next_file.max(meta.file_no + 1);
+                }
+                EditOp::RemoveFile { cf, level, file_no } => {
+                    if let Some(c) = self.cfs.get_mut(cf) {
+                        let l = c
+                            .levels
+                            .get_mut(*level as usize)
+                            .ok_or_else(|| format!("bad level {level}"))?;
+                        l.retain(|m| m.file_no != *file_no);
+                    }
+                }
+                EditOp::FlushedSeq(cf, s) => {
+                    if let Some(c) = self.cfs.get_mut(cf) {
+                        c.flushed_seq = c.flushed_seq.max(*s);
+                    }
+                    self.last_seq = self.last_seq.max(*s);
+                }
+                EditOp::LastSeq(s) => self.last_seq = self.last_seq.max(*s),
+                EditOp::NextFile(n) => self.next_file = self.next_file.max(*n),
+                EditOp::NextCfId(n) => self.next_cf_id = self.next_cf_id.max(*n),
+                EditOp::VlogFile(n, add) => {
+                    if *add {
+                        self.vlog_files.insert(*n);
+                    } else {
+                        self.vlog_files.remove(n);
+                    }
+                    self.next_file = self.next_file.max(n + 1);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn snapshot_ops(&self) -> Vec<EditOp> {
+        let mut ops = vec![
+            EditOp::NextFile(self.next_file),
+            EditOp::NextCfId(self.next_cf_id),
+            EditOp::LastSeq(self.last_seq),
+        ];
+        for (id, c) in &self.cfs {
+            ops.push(EditOp::CreateCf {
+                id: *id,
+                name: c.name.clone(),
+                opts: c.opts.clone(),
+            });
+            ops.push(EditOp::FlushedSeq(*id, c.flushed_seq));
+            for (lvl, files) in c.levels.iter().enumerate() {
+                for m in files {
+                    ops.push(EditOp::AddFile {
+                        cf: *id,
+                        level: lvl as u8,
+                        meta: m.clone(),
+                    });
+                }
+            }
+        }
+        for v in &self.vlog_files {
+            ops.push(EditOp::VlogFile(*v, true));
+        }
+        ops
+    }
+}
+
+pub(crate) fn manifest_name(n: u64) -> String {
+    format!("MANIFEST-{n:06}")
+}
+
+/// Reads CURRENT and replays the manifest it names. `Ok(None)` if no CURRENT.
+pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
+    let cur = dir.join("CURRENT");
+    let text = match std::fs::read(&cur) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read CURRENT", e)),
+    };
+    let text =
+        String::from_utf8(text).map_err(|_| Error::corruption(&cur, 0, "CURRENT is not UTF-8"))?;
+    let name = text.trim_end_matches('\n');
+    let num = name
+        .strip_prefix("MANIFEST-")
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| Error::corruption(&cur, 0, format!("bad CURRENT contents {name:?}")))?;
+    let path = dir.join(manifest_name(num));
+    let mut st = State::default();
+    let mut records = 0u64;
+    crate::wal::read_segment(&path, true, |payload, off| {
+        let ops = decode_edit(payload)
+            .ok_or_else(|| Error::corruption(&path, off, "undecodable manifest edit"))?;
+        st.apply(&ops)
+            .map_err(|d| Error::corruption(&path, off, d))?;
+        records += 1;
+        Ok(())
+    })
+    .map_err(|e| match e {
+        Error::Io { context, source } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::corruption(
+                &path,
+                0,
+                format!("manifest named by CURRENT is missing ({context})"),
+            )
+        }
+        e => e,
+    })?;
+    if records == 0 {
+        return Err(Error::corruption(&path, 0, "empty manifest"));
+    }
+    st.next_file = st.next_file.max(num + 1);
+    Ok(Some((st, num)))
+}
+
+pub(crate) struct ManifestWriter {
+    dir: PathBuf,
+    pub number: u64,
+    path: PathBuf,
+    file: File,
+    size: u64,
+}
+
+impl ManifestWriter {
+    /// Creates a new manifest holding a snapshot of `st` and points CURRENT at it.
+    pub(crate) fn create(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
+        let path = dir.join(manifest_name(number));
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
+        let mut w = ManifestWriter {
+            dir: dir.to_path_buf(),
+            number,
+            path,
+            file,
+            size: 0,
+        };
+        w.append_raw(&st.snapshot_ops())?;
+        crate::fsutil::atomic_write(
+            dir,
+            "CURRENT",
+            format!("{}\n", manifest_name(number)).as_bytes(),
+        )?;
+        Ok(w)
+    }
+
+    fn append_raw(&mut self, ops: &[EditOp]) -> Result<()> {
+        let mut framed = Vec::new();
+        crate::wal::frame_record(&mut framed, &encode_edit(ops));
+        self.file
+            .write_all(&framed)
+            .map_err(|e| Error::io(format!("write {}", self.path.display()), e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("fsync {}", self.path.display()), e))?;
+        self.size += framed.len() as u64;
+        Ok(())
+    }
+
+    /// Durably appends an edit (already applied to `st` by the caller), rolling
+    /// over to a fresh manifest when this one is large. `alloc` gives a file number.
+    pub(crate) fn append(
+        &mut self,
+        ops: &[EditOp],
+        st: &State,
+        alloc: impl FnOnce() -> u64,
+    ) -> Result<()> {
+        self.append_raw(ops)?;
+        if self.size > ROLL_SIZE {
+            let old = self.path.clone();
+            let n = alloc();
+            *self = ManifestWriter::create(&self.dir.clone(), n, st)?;
+            let _ = std::fs::remove_file(old);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_roundtrip_and_state() {
+        let ops = vec![
+            EditOp::CreateCf {
+                id: 1,
+                name: "t1".into(),
+                opts: CfOptions {
+                    compression: Compression::Zstd { level: -3 },
+                    value_separation_threshold: Some(100),
+                    ..CfOptions::default()
+                },
+            },
+            EditOp::AddFile {
+                cf: 1,
+                level: 0,
+                meta: FileMeta {
+                    file_no: 7,
+                    size: 100,
+                    min_seq: 1,
+                    max_seq: 9,
+                    num_entries: 3,
+                    smallest: b"a".to_vec(),
+                    largest: b"z".to_vec(),
+                },
+            },
+            EditOp::FlushedSeq(1, 9),
+            EditOp::RenameCf(1, "t2".into()),
+        ];
+        let enc = encode_edit(&ops);
+        let dec = decode_edit(&enc).unwrap();
+        let mut st = State::default();
+        st.apply(&dec).unwrap();
+        let c = &st.cfs[&1];
+        assert_eq!(c.name, "t2");
+        assert_eq!(c.opts.compression, Compression::Zstd { level: -3 });
+        assert_eq!(c.opts.value_separation_threshold, Some(100));
+        assert_eq!(c.levels[0].len(), 1);
+        assert_eq!(st.next_file, 8);
+        assert_eq!(st.last_seq, 9);
+        for cut in 0..enc.len() {
+            assert!(decode_edit(&enc[..cut]).is_none());
+        }
+    }
+
+    #[test]
+    fn create_load_and_corrupt() {
+        let d = tempfile::tempdir().unwrap();
+        let mut st = State::default();
+        let ops = vec![EditOp::CreateCf {
+            id: 3,
+            name: "x".into(),
+            opts: CfOptions::default(),
+        }];
+        st.apply(&ops).unwrap();
+        let mut w = ManifestWriter::create(d.path(), 5, &st).unwrap();
+        let ops2 = vec![EditOp::RenameCf(3, "y".into())];
+        st.apply(&ops2).unwrap();
+        w.append(&ops2, &st, || 99).unwrap();
+        let (st2, n) = load(d.path()).unwrap().unwrap();
+        assert_eq!(n, 5);
+        assert_eq!(st2.cfs[&3].name, "y");
+        // corrupt the first record: error, not panic
+        let p = d.path().join(manifest_name(5));
+        let mut data = std::fs::read(&p).unwrap();
+        data[10] ^= 0xff;
+        std::fs::write(&p, &data).unwrap();
+        assert!(load(d.path()).unwrap_err().is_corruption());
+        std::fs::write(d.path().join("CURRENT"), b"garbage").unwrap();
+        assert!(load(d.path()).is_err());
+    }
+}

@@ -1,0 +1,215 @@
+//! In-memory write buffer: a lock-free skiplist of internal keys
+//! (user key asc, seq desc). One mutable memtable per column family plus a list
+//! of immutable ones waiting for flush.
+
+use crate::key::{IKey, Kind, MAX_SEQ};
+use crossbeam_skiplist::SkipMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub(crate) struct MemValue {
+    pub kind: Kind,
+    pub value: Arc<[u8]>,
+}
+
+pub(crate) struct Memtable {
+    map: SkipMap<IKey, MemValue>,
+    size: AtomicUsize,
+    max_seq: AtomicU64,
+    min_seq: AtomicU64,
+    entries: AtomicU64,
+}
+
+impl Memtable {
+    pub(crate) fn new() -> Memtable {
+        Memtable {
+            map: SkipMap::new(),
+            size: AtomicUsize::new(0),
+            max_seq: AtomicU64::new(0),
+            min_seq: AtomicU64::new(u64::MAX),
+            entries: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+        self.size
+            .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        self.min_seq.fetch_min(seq, Ordering::Relaxed);
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.map.insert(
+            IKey {
+                user: user.to_vec(),
+                seq,
+            },
+            MemValue {
+                kind,
+                value: Arc::from(value),
+            },
+        );
+    }
+
+    pub(crate) fn size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+    pub(crate) fn max_seq(&self) -> u64 {
+        self.max_seq.load(Ordering::Relaxed)
+    }
+    pub(crate) fn min_seq(&self) -> u64 {
+        self.min_seq.load(Ordering::Relaxed)
+    }
+    /// Removes one exact entry (transaction write sets: rollback to savepoint).
+    pub(crate) fn remove(&self, user: &[u8], seq: u64) {
+        if let Some(e) = self.map.remove(&IKey {
+            user: user.to_vec(),
+            seq,
+        }) {
+            let sz = user.len() + e.value().value.len() + 64;
+            self.size.fetch_sub(sz, Ordering::Relaxed);
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    pub(crate) fn entries(&self) -> u64 {
+        self.entries.load(Ordering::Relaxed)
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Newest version of `user` with seq <= snap.
+    pub(crate) fn get(&self, user: &[u8], snap: u64) -> Option<(u64, MemValue)> {
+        let probe = IKey {
+            user: user.to_vec(),
+            seq: snap,
+        };
+        let e = self.map.lower_bound(Bound::Included(&probe))?;
+        if e.key().user == user {
+            Some((e.key().seq, e.value().clone()))
+        } else {
+            None
+        }
+    }
+
+    /// Sequence of the newest version of `user`, any snapshot.
+    pub(crate) fn latest_seq(&self, user: &[u8]) -> Option<u64> {
+        self.get(user, MAX_SEQ).map(|x| x.0)
+    }
+
+    /// All entries in internal-key order (for flush).
+    pub(crate) fn for_each(
+        &self,
+        mut f: impl FnMut(&IKey, &MemValue) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        for e in self.map.iter() {
+            f(e.key(), e.value())?;
+        }
+        Ok(())
+    }
+
+    /// Rough count of entries between two user keys (walks the range; memtables
+    /// are bounded by write_buffer_size so this is cheap enough for estimates).
+    pub(crate) fn count_range(&self, start: Option<&[u8]>, end: Option<&[u8]>, cap: u64) -> u64 {
+        let lo = match start {
+            Some(s) => Bound::Included(IKey {
+                user: s.to_vec(),
+                seq: MAX_SEQ,
+            }),
+            None => Bound::Unbounded,
+        };
+        let mut n = 0;
+        let mut e = match lo {
+            Bound::Included(ref k) => self.map.lower_bound(Bound::Included(k)),
+            _ => self.map.front(),
+        };
+        while let Some(x) = e {
+            if let Some(end) = end {
+                if x.key().user.as_slice() >= end {
+                    break;
+                }
+            }
+            n += 1;
+            if n >= cap {
+                // extrapolate: stop walking
+                break;
+            }
+            e = x.next();
+        }
+        n
+    }
+}
+
+pub(crate) struct MemIter {
+    mem: Arc<Memtable>,
+    cur: Option<(IKey, MemValue)>,
+}
+
+impl MemIter {
+    pub(crate) fn new(mem: Arc<Memtable>) -> MemIter {
+        MemIter { mem, cur: None }
+    }
+    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, IKey, MemValue>>) {
+        self.cur = e.map(|e| (e.key().clone(), e.value().clone()));
+    }
+}
+
+impl crate::iter::InternalIterator for MemIter {
+    fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+    fn seek(&mut self, user: &[u8], seq: u64) {
+        let probe = IKey {
+            user: user.to_vec(),
+            seq,
+        };
+        let mem = self.mem.clone();
+        self.set(mem.map.lower_bound(Bound::Included(&probe)));
+    }
+    fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
+        let probe = IKey {
+            user: user.to_vec(),
+            seq,
+        };
+        let mem = self.mem.clone();
+        self.set(mem.map.upper_bound(Bound::Included(&probe)));
+    }
+    fn seek_to_first(&mut self) {
+        let mem = self.mem.clone();
+        self.set(mem.map.front());
+    }
+    fn seek_to_last(&mut self) {
+        let mem = self.mem.clone();
+        self.set(mem.map.back());
+    }
+    fn next(&mut self) {
+        if let Some((k, _)) = self.cur.take() {
+            let mem = self.mem.clone();
+            self.set(mem.map.lower_bound(Bound::Excluded(&k)));
+        }
+    }
+    fn prev(&mut self) {
+        if let Some((k, _)) = self.cur.take() {
+            let mem = self.mem.clone();
+            self.set(mem.map.upper_bound(Bound::Excluded(&k)));
+        }
+    }
+    fn user_key(&self) -> &[u8] {
+        self.cur
+            .as_ref()
+            .map(|c| c.0.user.as_slice())
+            .unwrap_or(&[])
+    }
+    fn seq(&self) -> u64 {
+        self.cur.as_ref().map(|c| c.0.seq).unwrap_or(0)
+    }
+    fn kind(&self) -> Kind {
+        self.cur.as_ref().map(|c| c.1.kind).unwrap_or(Kind::Delete)
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map(|c| &*c.1.value).unwrap_or(&[])
+    }
+    fn status(&self) -> crate::Result<()> {
+        Ok(())
+    }
+}

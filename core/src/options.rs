@@ -1,0 +1,97 @@
+//! Public option types.
+
+/// When WAL writes are made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Never fsync explicitly (the OS decides). Survives process crashes, not power loss.
+    None,
+    /// A background thread fsyncs the WAL every `millis` milliseconds.
+    Interval { millis: u64 },
+    /// `commit()` returns only after an fsync covering its record (group commit).
+    Full,
+}
+
+/// Database-wide options.
+#[derive(Clone, Debug)]
+pub struct DbOptions {
+    pub sync_mode: SyncMode,
+    /// Memtable bytes (per column family) before it is rotated and flushed.
+    pub write_buffer_size: usize,
+    /// Byte cap of the shared block cache (decoded blocks).
+    pub block_cache_size: usize,
+    /// Number of background compaction threads (flush has its own thread). Min 1.
+    pub background_threads: usize,
+    /// Currently ignored (reads go through the page cache).
+    pub use_direct_reads: bool,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            sync_mode: SyncMode::Full,
+            write_buffer_size: 64 << 20,
+            block_cache_size: 64 << 20,
+            background_threads: 1,
+            use_direct_reads: false,
+        }
+    }
+}
+
+/// Per-block compression of table files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Zstd { level: i32 },
+}
+
+/// Column family options (persisted in the manifest at creation).
+#[derive(Clone, Debug)]
+pub struct CfOptions {
+    pub compression: Compression,
+    /// Bloom filter bits per key (0 disables the filter).
+    pub bloom_bits_per_key: u32,
+    /// Target uncompressed size of a data block.
+    pub block_size: usize,
+    /// Values of at least this many bytes go to the value log (phase 2; `None` = never).
+    pub value_separation_threshold: Option<usize>,
+}
+
+impl Default for CfOptions {
+    fn default() -> Self {
+        CfOptions {
+            compression: Compression::None,
+            bloom_bits_per_key: 10,
+            block_size: 4096,
+            value_separation_threshold: None,
+        }
+    }
+}
+
+/// Transaction isolation level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    ReadCommitted,
+    RepeatableRead,
+    Serializable,
+}
+
+/// Bounds of a transaction iterator. `upper_bound` is exclusive.
+#[derive(Clone, Debug, Default)]
+pub struct IterOptions {
+    pub lower_bound: Option<Vec<u8>>,
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+/// Statistics of one column family.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CfStats {
+    /// Entries in memtables + table files (versions and tombstones included).
+    pub approx_keys: u64,
+    /// Bytes in memtables + table files.
+    pub approx_bytes: u64,
+    pub memtable_bytes: u64,
+    pub table_files: u64,
+    pub immutable_memtables: u64,
+    /// Number of files per level (index = level).
+    pub files_per_level: Vec<u64>,
+}

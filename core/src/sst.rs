@@ -1,0 +1,1059 @@
+//! Sorted table files ("SSTs"): builder, reader, point lookup and a
+//! bidirectional iterator.
+//!
+//! ## Format
+//! File `<number:06>.sst`:
+//!
+//! ```text
+//! [data block 0][trailer] ... [data block n-1][trailer]
+//! [filter block][trailer]      (bloom filter over user keys; may be empty)
+//! [index block][trailer]
+//! [props block][trailer]
+//! [footer: 64 bytes]
+//! ```
+//!
+//! *Block trailer* (5 bytes): `type: u8` (0 = raw, 1 = zstd) then
+//! `crc: u32 LE = crc32(stored block bytes ++ type)`. A zstd block stores
+//! `varint(uncompressed_len) ++ zstd frame`. Blocks are compressed only if that
+//! saves at least 1/8.
+//!
+//! *Data / index block* (uncompressed):
+//! ```text
+//! entry*: shared: varint | non_shared: varint | value_len: varint | key[shared..] | value
+//! restarts: u32 LE * num_restarts   (offsets of entries with shared == 0, every 16 entries)
+//! num_restarts: u32 LE
+//! ```
+//! Keys are encoded internal keys (see `key.rs`: user key ++ u64 LE tag), sorted
+//! by user key asc / seq desc. Data block values are the user values (or value
+//! pointers). Index block: one entry per data block, key = last internal key of
+//! the block, value = `varint(offset) ++ varint(size without trailer)`.
+//!
+//! *Filter block*: bloom bit array (`m` bytes) followed by `k: u8` (probes).
+//! Probe i of key: bit `(h1 + i*h2) mod 8m` with `h = hash64(user_key)`,
+//! `h1 = h as u32`, `h2 = (h >> 32) as u32 | 1`. Empty block = no filter.
+//!
+//! *Props block*: varints `num_entries, num_deletes, min_seq, max_seq,
+//! raw_key_bytes, raw_value_bytes, num_data_blocks`, then len-prefixed
+//! `smallest` and `largest` encoded internal keys.
+//!
+//! *Footer* (64 bytes): `filter_off, filter_len, index_off, index_len,
+//! props_off, props_len` (u64 LE each; lengths exclude trailers), `version: u32
+//! LE = 1`, `crc: u32 LE = crc32(previous 52 bytes)`, `magic: u64 LE =
+//! 0x5449_4445_5353_5431` ("TIDESST1").
+
+use crate::cache::BlockCache;
+use crate::coding::{crc32, put_u32, put_u64, put_varint, u32_at, u64_at, Reader};
+use crate::error::{Error, Result};
+use crate::key::{compare_parts, decode_ikey, encode_ikey, Kind};
+use crate::options::Compression;
+use std::cmp::Ordering;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(crate) const MAGIC: u64 = 0x5449_4445_5353_5431;
+pub(crate) const FOOTER: usize = 64;
+const TRAILER: usize = 5;
+const RESTART_INTERVAL: usize = 16;
+const MAX_BLOCK: u64 = 256 << 20;
+
+pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("{number:06}.sst"))
+}
+
+pub(crate) fn parse_table_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".sst")?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+// ---------------------------------------------------------------- blocks
+
+struct BlockBuilder {
+    buf: Vec<u8>,
+    restarts: Vec<u32>,
+    counter: usize,
+    last_key: Vec<u8>,
+    entries: usize,
+}
+
+impl BlockBuilder {
+    fn new() -> Self {
+        BlockBuilder {
+            buf: Vec::new(),
+            restarts: vec![0],
+            counter: 0,
+            last_key: Vec::new(),
+            entries: 0,
+        }
+    }
+    fn add(&mut self, key: &[u8], value: &[u8]) {
+        let mut shared = 0;
+        if self.counter < RESTART_INTERVAL {
+            let max = self.last_key.len().min(key.len());
+            while shared < max && self.last_key[shared] == key[shared] {
+                shared += 1;
+            }
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.counter = 0;
+        }
+        put_varint(&mut self.buf, shared as u64);
+        put_varint(&mut self.buf, (key.len() - shared) as u64);
+        put_varint(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(&key[shared..]);
+        self.buf.extend_from_slice(value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.counter += 1;
+        self.entries += 1;
+    }
+    fn estimated_size(&self) -> usize {
+        self.buf.len() + self.restarts.len() * 4 + 4
+    }
+    fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+    fn finish(&mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.buf);
+        for r in &self.restarts {
+            put_u32(&mut out, *r);
+        }
+        put_u32(&mut out, self.restarts.len() as u32);
+        self.restarts = vec![0];
+        self.counter = 0;
+        self.last_key.clear();
+        self.entries = 0;
+        out
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Ent {
+    k_off: u32,
+    k_len: u32,
+    v_off: u32,
+    v_len: u32,
+}
+
+/// A decoded block: keys restored from prefix compression, values referenced in
+/// the raw buffer. Shared through the block cache.
+pub(crate) struct Block {
+    data: Vec<u8>,
+    keys: Vec<u8>,
+    ents: Vec<Ent>,
+}
+
+impl Block {
+    pub(crate) fn decode(data: Vec<u8>, path: &Path, offset: u64) -> Result<Block> {
+        let bad = |d: &str| Error::corruption(path, offset, format!("bad block: {d}"));
+        if data.len() < 4 {
+            return Err(bad("too short"));
+        }
+        let nr = u32_at(&data, data.len() - 4).ok_or_else(|| bad("restart count"))? as usize;
+        let restart_bytes = nr
+            .checked_mul(4)
+            .and_then(|x| x.checked_add(4))
+            .ok_or_else(|| bad("restart count"))?;
+        if nr == 0 || restart_bytes > data.len() {
+            return Err(bad("restart array"));
+        }
+        let entries_end = data.len() - restart_bytes;
+        let mut keys: Vec<u8> = Vec::with_capacity(entries_end);
+        let mut ents = Vec::new();
+        let mut r = Reader::new(&data[..entries_end]);
+        let mut prev: (usize, usize) = (0, 0);
+        while !r.is_empty() {
+            let shared = r.varint_usize().ok_or_else(|| bad("entry header"))?;
+            let non_shared = r.varint_usize().ok_or_else(|| bad("entry header"))?;
+            let vlen = r.varint_usize().ok_or_else(|| bad("entry header"))?;
+            if shared > prev.1 {
+                return Err(bad("shared prefix longer than previous key"));
+            }
+            let delta = r.bytes(non_shared).ok_or_else(|| bad("key past end"))?;
+            let v_off = r.pos();
+            r.bytes(vlen).ok_or_else(|| bad("value past end"))?;
+            let k_off = keys.len();
+            keys.extend_from_within(prev.0..prev.0 + shared);
+            keys.extend_from_slice(delta);
+            let k_len = shared + non_shared;
+            if decode_ikey(&keys[k_off..k_off + k_len]).is_none() {
+                return Err(bad("malformed internal key"));
+            }
+            ents.push(Ent {
+                k_off: k_off as u32,
+                k_len: k_len as u32,
+                v_off: v_off as u32,
+                v_len: vlen as u32,
+            });
+            prev = (k_off, k_len);
+        }
+        Ok(Block { data, keys, ents })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ents.len()
+    }
+    pub(crate) fn charge(&self) -> usize {
+        self.data.capacity() + self.keys.capacity() + self.ents.capacity() * 16 + 64
+    }
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        match self.ents.get(i) {
+            Some(e) => self
+                .keys
+                .get(e.k_off as usize..(e.k_off + e.k_len) as usize)
+                .unwrap_or(&[]),
+            None => &[],
+        }
+    }
+    pub(crate) fn value(&self, i: usize) -> &[u8] {
+        match self.ents.get(i) {
+            Some(e) => self
+                .data
+                .get(e.v_off as usize..(e.v_off as usize + e.v_len as usize))
+                .unwrap_or(&[]),
+            None => &[],
+        }
+    }
+    fn cmp_at(&self, i: usize, user: &[u8], seq: u64) -> Ordering {
+        match decode_ikey(self.key(i)) {
+            Some((u, s, _)) => compare_parts(u, s, user, seq),
+            None => Ordering::Greater,
+        }
+    }
+    /// First index with key >= (user, seq); `len()` if none.
+    pub(crate) fn lower_bound(&self, user: &[u8], seq: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.cmp_at(mid, user, seq) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+    /// First index with key > (user, seq).
+    pub(crate) fn upper_bound(&self, user: &[u8], seq: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.cmp_at(mid, user, seq) != Ordering::Greater {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Handle {
+    pub off: u64,
+    pub len: u64,
+}
+
+fn decode_handle(v: &[u8]) -> Option<Handle> {
+    let mut r = Reader::new(v);
+    Some(Handle {
+        off: r.varint()?,
+        len: r.varint()?,
+    })
+}
+
+// ---------------------------------------------------------------- bloom
+
+pub(crate) fn bloom_build(hashes: &[u64], bits_per_key: u32) -> Vec<u8> {
+    if bits_per_key == 0 || hashes.is_empty() {
+        return Vec::new();
+    }
+    let k = ((f64::from(bits_per_key) * 0.69) as u32).clamp(1, 30);
+    let nbits = (hashes.len() as u64 * u64::from(bits_per_key)).max(64);
+    let nbytes = nbits.div_ceil(8) as usize;
+    let nbits = nbytes as u64 * 8;
+    let mut out = vec![0u8; nbytes];
+    for &h in hashes {
+        let mut h1 = h as u32;
+        let h2 = ((h >> 32) as u32) | 1;
+        for _ in 0..k {
+            let bit = u64::from(h1) % nbits;
+            out[(bit / 8) as usize] |= 1 << (bit % 8);
+            h1 = h1.wrapping_add(h2);
+        }
+    }
+    out.push(k as u8);
+    out
+}
+
+pub(crate) fn bloom_may_contain(filter: &[u8], user: &[u8]) -> bool {
+    let Some((&k, bits)) = filter.split_last() else {
+        return true;
+    };
+    if bits.is_empty() || k == 0 || k > 30 {
+        return true;
+    }
+    let nbits = bits.len() as u64 * 8;
+    let h = crate::coding::hash64(user);
+    let mut h1 = h as u32;
+    let h2 = ((h >> 32) as u32) | 1;
+    for _ in 0..k {
+        let bit = u64::from(h1) % nbits;
+        match bits.get((bit / 8) as usize) {
+            Some(b) if b & (1 << (bit % 8)) != 0 => {}
+            _ => return false,
+        }
+        h1 = h1.wrapping_add(h2);
+    }
+    true
+}
+
+// ---------------------------------------------------------------- props
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Props {
+    pub num_entries: u64,
+    pub num_deletes: u64,
+    pub min_seq: u64,
+    pub max_seq: u64,
+    pub raw_key_bytes: u64,
+    pub raw_value_bytes: u64,
+    pub num_blocks: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+}
+
+impl Props {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [
+            self.num_entries,
+            self.num_deletes,
+            self.min_seq,
+            self.max_seq,
+            self.raw_key_bytes,
+            self.raw_value_bytes,
+            self.num_blocks,
+        ] {
+            put_varint(&mut b, v);
+        }
+        crate::coding::put_bytes(&mut b, &self.smallest);
+        crate::coding::put_bytes(&mut b, &self.largest);
+        b
+    }
+    fn decode(b: &[u8]) -> Option<Props> {
+        let mut r = Reader::new(b);
+        Some(Props {
+            num_entries: r.varint()?,
+            num_deletes: r.varint()?,
+            min_seq: r.varint()?,
+            max_seq: r.varint()?,
+            raw_key_bytes: r.varint()?,
+            raw_value_bytes: r.varint()?,
+            num_blocks: r.varint()?,
+            smallest: r.len_prefixed()?.to_vec(),
+            largest: r.len_prefixed()?.to_vec(),
+        })
+    }
+    pub(crate) fn smallest_user(&self) -> &[u8] {
+        decode_ikey(&self.smallest).map(|x| x.0).unwrap_or(&[])
+    }
+    pub(crate) fn largest_user(&self) -> &[u8] {
+        decode_ikey(&self.largest).map(|x| x.0).unwrap_or(&[])
+    }
+}
+
+// ---------------------------------------------------------------- builder
+
+pub(crate) struct TableBuilder {
+    path: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+    block_size: usize,
+    compression: Compression,
+    bloom_bits: u32,
+    block: BlockBuilder,
+    index: BlockBuilder,
+    last_key: Vec<u8>,
+    last_user: Option<Vec<u8>>,
+    hashes: Vec<u64>,
+    props: Props,
+    scratch: Vec<u8>,
+}
+
+impl TableBuilder {
+    pub(crate) fn create(
+        path: PathBuf,
+        block_size: usize,
+        compression: Compression,
+        bloom_bits: u32,
+    ) -> Result<TableBuilder> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("create table {}", path.display()), e))?;
+        Ok(TableBuilder {
+            path,
+            out: BufWriter::with_capacity(256 << 10, f),
+            offset: 0,
+            block_size: block_size.max(256),
+            compression,
+            bloom_bits,
+            block: BlockBuilder::new(),
+            index: BlockBuilder::new(),
+            last_key: Vec::new(),
+            last_user: None,
+            hashes: Vec::new(),
+            props: Props {
+                min_seq: u64::MAX,
+                ..Props::default()
+            },
+            scratch: Vec::new(),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Adds an entry; entries must arrive in internal-key order.
+    pub(crate) fn add(&mut self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) -> Result<()> {
+        self.scratch.clear();
+        encode_ikey(&mut self.scratch, user, seq, kind);
+        if self.props.num_entries == 0 {
+            self.props.smallest = self.scratch.clone();
+        }
+        if self.last_user.as_deref() != Some(user) {
+            self.hashes.push(crate::coding::hash64(user));
+            self.last_user = Some(user.to_vec());
+        }
+        let key = std::mem::take(&mut self.scratch);
+        self.block.add(&key, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(&key);
+        self.scratch = key;
+        self.props.num_entries += 1;
+        if kind == Kind::Delete {
+            self.props.num_deletes += 1;
+        }
+        self.props.min_seq = self.props.min_seq.min(seq);
+        self.props.max_seq = self.props.max_seq.max(seq);
+        self.props.raw_key_bytes += user.len() as u64;
+        self.props.raw_value_bytes += value.len() as u64;
+        if self.block.estimated_size() >= self.block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn estimated_size(&self) -> u64 {
+        self.offset + self.block.estimated_size() as u64
+    }
+
+    pub(crate) fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let raw = self.block.finish();
+        let h = self.write_block(&raw, self.compression)?;
+        let mut hv = Vec::new();
+        put_varint(&mut hv, h.off);
+        put_varint(&mut hv, h.len);
+        let lk = self.last_key.clone();
+        self.index.add(&lk, &hv);
+        self.props.num_blocks += 1;
+        Ok(())
+    }
+
+    fn write_block(&mut self, raw: &[u8], compression: Compression) -> Result<Handle> {
+        let mut stored: Vec<u8>;
+        let mut typ = 0u8;
+        let data: &[u8] = match compression {
+            Compression::Zstd { level } if raw.len() > 64 => {
+                stored = Vec::new();
+                put_varint(&mut stored, raw.len() as u64);
+                match zstd::bulk::compress(raw, level) {
+                    Ok(c) if c.len() + stored.len() < raw.len() - raw.len() / 8 => {
+                        stored.extend_from_slice(&c);
+                        typ = 1;
+                        &stored
+                    }
+                    _ => raw,
+                }
+            }
+            _ => raw,
+        };
+        let crc = crc32(&[data, &[typ]]);
+        let h = Handle {
+            off: self.offset,
+            len: data.len() as u64,
+        };
+        let werr = |e| Error::io(format!("write table {}", self.path.display()), e);
+        self.out.write_all(data).map_err(werr)?;
+        self.out.write_all(&[typ]).map_err(werr)?;
+        self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
+        self.offset += data.len() as u64 + TRAILER as u64;
+        Ok(h)
+    }
+
+    /// Writes filter, index, props and footer, then fsyncs. Returns the file size
+    /// and properties.
+    pub(crate) fn finish(mut self) -> Result<(u64, Props)> {
+        self.flush_block()?;
+        if self.props.num_entries == 0 {
+            self.props.min_seq = 0;
+        }
+        self.props.largest = self.last_key.clone();
+        let filter = bloom_build(&self.hashes, self.bloom_bits);
+        let fh = self.write_block(&filter, Compression::None)?;
+        let idx = self.index.finish();
+        let ih = self.write_block(&idx, Compression::None)?;
+        let pb = self.props.encode();
+        let ph = self.write_block(&pb, Compression::None)?;
+        let mut footer = Vec::with_capacity(FOOTER);
+        for v in [fh.off, fh.len, ih.off, ih.len, ph.off, ph.len] {
+            put_u64(&mut footer, v);
+        }
+        put_u32(&mut footer, 1);
+        let c = crc32(&[&footer]);
+        put_u32(&mut footer, c);
+        put_u64(&mut footer, MAGIC);
+        let werr = |e| Error::io(format!("write table {}", self.path.display()), e);
+        self.out.write_all(&footer).map_err(werr)?;
+        self.offset += FOOTER as u64;
+        let f = self.out.into_inner().map_err(|e| {
+            Error::io(
+                format!("flush table {}", self.path.display()),
+                e.into_error(),
+            )
+        })?;
+        f.sync_all()
+            .map_err(|e| Error::io(format!("fsync table {}", self.path.display()), e))?;
+        Ok((self.offset, self.props))
+    }
+}
+
+// ---------------------------------------------------------------- reader
+
+pub(crate) struct Table {
+    pub file_no: u64,
+    pub path: PathBuf,
+    file: File,
+    pub size: u64,
+    index: Block,
+    filter: Vec<u8>,
+    pub props: Props,
+    cache: Arc<BlockCache>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Table({})", self.file_no)
+    }
+}
+
+fn read_raw_block(file: &File, path: &Path, h: Handle, file_size: u64) -> Result<Vec<u8>> {
+    if h.len > MAX_BLOCK || h.off.saturating_add(h.len + TRAILER as u64) > file_size {
+        return Err(Error::corruption(path, h.off, "block handle out of range"));
+    }
+    let mut buf = vec![0u8; h.len as usize + TRAILER];
+    file.read_exact_at(&mut buf, h.off)
+        .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
+    let n = h.len as usize;
+    let typ = buf[n];
+    let expected = u32_at(&buf, n + 1).unwrap_or(0);
+    let got = crc32(&[&buf[..n], &[typ]]);
+    if got != expected {
+        return Err(Error::ChecksumMismatch {
+            file: path.to_path_buf(),
+            offset: h.off,
+            expected,
+            got,
+        });
+    }
+    buf.truncate(n);
+    match typ {
+        0 => Ok(buf),
+        1 => {
+            let mut r = Reader::new(&buf);
+            let raw_len = r
+                .varint()
+                .filter(|&l| l <= MAX_BLOCK)
+                .ok_or_else(|| Error::corruption(path, h.off, "bad compressed block length"))?;
+            let body = &buf[r.pos()..];
+            let out = zstd::bulk::decompress(body, raw_len as usize).map_err(|e| {
+                Error::corruption(path, h.off, format!("zstd decompress failed: {e}"))
+            })?;
+            if out.len() as u64 != raw_len {
+                return Err(Error::corruption(
+                    path,
+                    h.off,
+                    "decompressed length mismatch",
+                ));
+            }
+            Ok(out)
+        }
+        t => Err(Error::corruption(
+            path,
+            h.off,
+            format!("unknown block type {t}"),
+        )),
+    }
+}
+
+impl Table {
+    pub(crate) fn open(path: PathBuf, file_no: u64, cache: Arc<BlockCache>) -> Result<Table> {
+        let file = File::open(&path)
+            .map_err(|e| Error::io(format!("open table {}", path.display()), e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat table {}", path.display()), e))?
+            .len();
+        if size < FOOTER as u64 {
+            return Err(Error::corruption(
+                &path,
+                0,
+                "table file shorter than footer",
+            ));
+        }
+        let mut footer = [0u8; FOOTER];
+        let foff = size - FOOTER as u64;
+        file.read_exact_at(&mut footer, foff)
+            .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
+        let bad = |d: &str| Error::corruption(&path, foff, d.to_string());
+        if u64_at(&footer, 56) != Some(MAGIC) {
+            return Err(bad("bad magic"));
+        }
+        let expected = u32_at(&footer, 52).ok_or_else(|| bad("footer"))?;
+        let got = crc32(&[&footer[..52]]);
+        if expected != got {
+            return Err(Error::ChecksumMismatch {
+                file: path.clone(),
+                offset: foff,
+                expected,
+                got,
+            });
+        }
+        if u32_at(&footer, 48) != Some(1) {
+            return Err(bad("unsupported table version"));
+        }
+        let g = |i: usize| u64_at(&footer, i * 8).unwrap_or(0);
+        let fh = Handle {
+            off: g(0),
+            len: g(1),
+        };
+        let ih = Handle {
+            off: g(2),
+            len: g(3),
+        };
+        let ph = Handle {
+            off: g(4),
+            len: g(5),
+        };
+        let filter = read_raw_block(&file, &path, fh, foff)?;
+        let index = Block::decode(read_raw_block(&file, &path, ih, foff)?, &path, ih.off)?;
+        let props = Props::decode(&read_raw_block(&file, &path, ph, foff)?)
+            .ok_or_else(|| Error::corruption(&path, ph.off, "bad props block"))?;
+        for i in 0..index.len() {
+            let h = decode_handle(index.value(i))
+                .ok_or_else(|| Error::corruption(&path, ih.off, "bad index entry"))?;
+            if h.off.saturating_add(h.len + TRAILER as u64) > foff {
+                return Err(Error::corruption(&path, ih.off, "index entry out of range"));
+            }
+        }
+        Ok(Table {
+            file_no,
+            path,
+            file,
+            size,
+            index,
+            filter,
+            props,
+            cache,
+        })
+    }
+
+    fn block(&self, i: usize) -> Result<Arc<Block>> {
+        let h = decode_handle(self.index.value(i))
+            .ok_or_else(|| Error::corruption(&self.path, 0, "bad index entry"))?;
+        if let Some(b) = self.cache.get(self.file_no, h.off) {
+            return Ok(b);
+        }
+        let raw = read_raw_block(&self.file, &self.path, h, self.size)?;
+        let b = Arc::new(Block::decode(raw, &self.path, h.off)?);
+        self.cache.insert(self.file_no, h.off, b.clone());
+        Ok(b)
+    }
+
+    pub(crate) fn may_contain(&self, user: &[u8]) -> bool {
+        bloom_may_contain(&self.filter, user)
+    }
+
+    /// Newest version of `user` with seq <= `snap`.
+    pub(crate) fn get(&self, user: &[u8], snap: u64) -> Result<Option<(u64, Kind, Vec<u8>)>> {
+        if !self.may_contain(user) {
+            return Ok(None);
+        }
+        let bi = self.index.lower_bound(user, snap);
+        if bi >= self.index.len() {
+            return Ok(None);
+        }
+        let b = self.block(bi)?;
+        let i = b.lower_bound(user, snap);
+        if i >= b.len() {
+            return Ok(None);
+        }
+        match decode_ikey(b.key(i)) {
+            Some((u, s, k)) if u == user => Ok(Some((s, k, b.value(i).to_vec()))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Number of data blocks whose key range intersects [start, end) and the
+    /// average entries per block (for range estimates without reading data).
+    pub(crate) fn approx_entries_in_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> u64 {
+        let n = self.index.len();
+        if n == 0 {
+            return 0;
+        }
+        let first = match start {
+            Some(s) => self.index.lower_bound(s, crate::key::MAX_SEQ),
+            None => 0,
+        };
+        let last = match end {
+            // first block whose last key >= (end, MAX): the block containing `end`
+            Some(e) => self.index.lower_bound(e, crate::key::MAX_SEQ).min(n - 1) + 1,
+            None => n,
+        };
+        if last <= first {
+            return 0;
+        }
+        let blocks = (last - first) as u64;
+        let per = self.props.num_entries / (n as u64).max(1);
+        if blocks == n as u64 {
+            return self.props.num_entries;
+        }
+        // partially covered edge blocks count half
+        (blocks * per).saturating_sub(
+            per / 2 * u64::from(start.is_some()) + per / 2 * u64::from(end.is_some()),
+        )
+    }
+}
+
+// ---------------------------------------------------------------- iterator
+
+pub(crate) struct TableIter {
+    t: Arc<Table>,
+    bi: usize,
+    block: Option<Arc<Block>>,
+    pos: usize,
+    err: Option<Error>,
+}
+
+impl TableIter {
+    pub(crate) fn new(t: Arc<Table>) -> TableIter {
+        TableIter {
+            t,
+            bi: 0,
+            block: None,
+            pos: 0,
+            err: None,
+        }
+    }
+    fn load(&mut self, bi: usize) -> bool {
+        self.bi = bi;
+        if bi >= self.t.index.len() {
+            self.block = None;
+            return false;
+        }
+        match self.t.block(bi) {
+            Ok(b) => {
+                self.block = Some(b);
+                true
+            }
+            Err(e) => {
+                self.err = Some(e);
+                self.block = None;
+                false
+            }
+        }
+    }
+    fn skip_forward_empty(&mut self) {
+        while let Some(b) = &self.block {
+            if self.pos < b.len() {
+                return;
+            }
+            let nb = self.bi + 1;
+            if !self.load(nb) {
+                return;
+            }
+            self.pos = 0;
+        }
+    }
+    fn cur_key(&self) -> &[u8] {
+        match &self.block {
+            Some(b) => b.key(self.pos),
+            None => &[],
+        }
+    }
+}
+
+impl crate::iter::InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.err.is_none() && self.block.as_ref().is_some_and(|b| self.pos < b.len())
+    }
+    fn seek(&mut self, user: &[u8], seq: u64) {
+        let bi = self.t.index.lower_bound(user, seq);
+        if self.load(bi) {
+            if let Some(b) = &self.block {
+                self.pos = b.lower_bound(user, seq);
+            }
+            self.skip_forward_empty();
+        }
+    }
+    fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
+        let n = self.t.index.len();
+        if n == 0 {
+            self.block = None;
+            return;
+        }
+        let bi = self.t.index.lower_bound(user, seq).min(n - 1);
+        if !self.load(bi) {
+            return;
+        }
+        let ub = self
+            .block
+            .as_ref()
+            .map(|b| b.upper_bound(user, seq))
+            .unwrap_or(0);
+        if ub == 0 {
+            self.pos = 0;
+            self.prev_block();
+        } else {
+            self.pos = ub - 1;
+        }
+    }
+    fn seek_to_first(&mut self) {
+        if self.load(0) {
+            self.pos = 0;
+            self.skip_forward_empty();
+        }
+    }
+    fn seek_to_last(&mut self) {
+        let n = self.t.index.len();
+        if n == 0 {
+            self.block = None;
+            return;
+        }
+        if self.load(n - 1) {
+            let len = self.block.as_ref().map(|b| b.len()).unwrap_or(0);
+            if len == 0 {
+                self.prev_block();
+            } else {
+                self.pos = len - 1;
+            }
+        }
+    }
+    fn next(&mut self) {
+        self.pos += 1;
+        self.skip_forward_empty();
+    }
+    fn prev(&mut self) {
+        if self.pos > 0 {
+            self.pos -= 1;
+        } else {
+            self.prev_block();
+        }
+    }
+    fn user_key(&self) -> &[u8] {
+        decode_ikey(self.cur_key()).map(|x| x.0).unwrap_or(&[])
+    }
+    fn seq(&self) -> u64 {
+        decode_ikey(self.cur_key()).map(|x| x.1).unwrap_or(0)
+    }
+    fn kind(&self) -> Kind {
+        decode_ikey(self.cur_key())
+            .map(|x| x.2)
+            .unwrap_or(Kind::Delete)
+    }
+    fn value(&self) -> &[u8] {
+        match &self.block {
+            Some(b) => b.value(self.pos),
+            None => &[],
+        }
+    }
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl TableIter {
+    fn prev_block(&mut self) {
+        loop {
+            if self.bi == 0 {
+                self.block = None;
+                return;
+            }
+            let nb = self.bi - 1;
+            if !self.load(nb) {
+                return;
+            }
+            let len = self.block.as_ref().map(|b| b.len()).unwrap_or(0);
+            if len > 0 {
+                self.pos = len - 1;
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::iter::InternalIterator;
+
+    fn build(dir: &Path, n: u64, comp: Compression) -> Arc<Table> {
+        let p = table_path(dir, n);
+        let mut b = TableBuilder::create(p.clone(), 512, comp, 10).unwrap();
+        for i in 0..1000u32 {
+            let k = format!("key{i:05}");
+            // two versions each: seq 2000+i (put), and i (older)
+            b.add(
+                k.as_bytes(),
+                2000 + u64::from(i),
+                Kind::Put,
+                format!("new{i}").as_bytes(),
+            )
+            .unwrap();
+            let kind = if i % 3 == 0 { Kind::Delete } else { Kind::Put };
+            b.add(
+                k.as_bytes(),
+                u64::from(i) + 1,
+                kind,
+                format!("old{i}").as_bytes(),
+            )
+            .unwrap();
+        }
+        let (size, props) = b.finish().unwrap();
+        assert_eq!(props.num_entries, 2000);
+        let t = Table::open(p, n, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        assert_eq!(t.size, size);
+        assert_eq!(t.props, props);
+        Arc::new(t)
+    }
+
+    #[test]
+    fn point_and_iter() {
+        let d = tempfile::tempdir().unwrap();
+        for (n, comp) in [(1, Compression::None), (2, Compression::Zstd { level: 3 })] {
+            let t = build(d.path(), n, comp);
+            let (s, k, v) = t.get(b"key00010", u64::MAX >> 8).unwrap().unwrap();
+            assert_eq!((s, k, v.as_slice()), (2010, Kind::Put, &b"new10"[..]));
+            let (s, k, _) = t.get(b"key00012", 1000).unwrap().unwrap();
+            assert_eq!((s, k), (13, Kind::Delete));
+            assert!(t.get(b"key00012", 5).unwrap().is_none());
+            assert!(t.get(b"nokey", 5000).unwrap().is_none());
+            let mut it = TableIter::new(t.clone());
+            it.seek_to_first();
+            let mut c = 0;
+            while it.valid() {
+                c += 1;
+                it.next();
+            }
+            assert_eq!(c, 2000);
+            it.seek_to_last();
+            c = 0;
+            while it.valid() {
+                c += 1;
+                it.prev();
+            }
+            assert_eq!(c, 2000);
+            it.seek(b"key00500", u64::MAX >> 8);
+            assert_eq!(it.user_key(), b"key00500");
+            assert_eq!(it.seq(), 2500);
+            it.prev();
+            assert_eq!(it.user_key(), b"key00499");
+            assert_eq!(it.seq(), 500);
+            it.seek_for_prev(b"key00500", 0);
+            assert_eq!((it.user_key(), it.seq()), (&b"key00500"[..], 501));
+            it.seek_for_prev(b"key00500", 9999);
+            assert_eq!((it.user_key(), it.seq()), (&b"key00499"[..], 500));
+            it.seek_for_prev(b"a", 0);
+            assert!(!it.valid());
+            it.seek(b"z", 0);
+            assert!(!it.valid());
+            assert!(t.approx_entries_in_range(None, None) == 2000);
+            let r = t.approx_entries_in_range(Some(b"key00100"), Some(b"key00200"));
+            assert!((100..400).contains(&r), "{r}");
+        }
+    }
+
+    #[test]
+    fn corruption_is_error_not_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let t = build(d.path(), 1, Compression::Zstd { level: 1 });
+        let p = t.path.clone();
+        drop(t);
+        let orig = std::fs::read(&p).unwrap();
+        let mut rng = 12345u64;
+        for _ in 0..300 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut data = orig.clone();
+            let pos = (rng >> 33) as usize % data.len();
+            data[pos] ^= 1 << ((rng >> 20) % 8);
+            let p2 = d.path().join("x.sst");
+            std::fs::write(&p2, &data).unwrap();
+            if let Ok(t) = Table::open(p2.clone(), 99, Arc::new(BlockCache::new(1 << 20))) {
+                let t = Arc::new(t);
+                let mut it = TableIter::new(t.clone());
+                it.seek_to_first();
+                let mut n = 0;
+                while it.valid() {
+                    n += 1;
+                    it.next();
+                }
+                if it.status().is_ok() {
+                    assert_eq!(n, 2000);
+                }
+                let _ = t.get(b"key00010", 5000);
+            }
+        }
+        // truncation
+        for cut in [0, 10, 63, orig.len() / 2, orig.len() - 1] {
+            let p2 = d.path().join("y.sst");
+            std::fs::write(&p2, &orig[..cut]).unwrap();
+            assert!(Table::open(p2, 98, Arc::new(BlockCache::new(1 << 20))).is_err());
+        }
+    }
+
+    #[test]
+    fn bloom_fp_rate() {
+        let hashes: Vec<u64> = (0..10000u32)
+            .map(|i| crate::coding::hash64(format!("k{i}").as_bytes()))
+            .collect();
+        let f = bloom_build(&hashes, 10);
+        for i in 0..10000u32 {
+            assert!(bloom_may_contain(&f, format!("k{i}").as_bytes()));
+        }
+        let fp = (0..10000u32)
+            .filter(|i| bloom_may_contain(&f, format!("x{i}").as_bytes()))
+            .count();
+        assert!(fp < 300, "fp {fp}");
+    }
+}

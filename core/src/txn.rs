@@ -1,0 +1,332 @@
+//! Transactions: snapshot reads, buffered write set with savepoints,
+//! first-committer-wins commit, and transaction iterators.
+//!
+//! The write set of each column family is a private skiplist (same structure
+//! as a memtable) whose entries carry the pseudo-sequence `WS_BASE + op`, where
+//! `op` increases with each write. All versions are kept, so rolling back to a
+//! savepoint removes the entries with `op` above it, and an iterator sees the
+//! own writes whose `op` is at most the counter value at its creation / last
+//! seek. At commit only the newest version of each key is written.
+
+use crate::batch::Op;
+use crate::db::{CfInner, DbInner, SnapGuard};
+use crate::error::{Error, Result};
+use crate::iter::{MergeIter, Source};
+use crate::key::Kind;
+use crate::memtable::{MemIter, Memtable};
+use crate::options::{Isolation, IterOptions};
+use crate::sst::TableIter;
+use crate::Cf;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) const WS_BASE: u64 = 1 << 60;
+
+/// A savepoint inside a transaction (cheap `Copy` id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Savepoint {
+    id: u64,
+}
+
+pub(crate) struct WsCf {
+    pub cf: Arc<CfInner>,
+    pub mem: Arc<Memtable>,
+}
+
+/// A transaction. `Send`, not `Sync`; owns everything it needs. Dropping it
+/// without `commit` rolls it back.
+pub struct Txn {
+    pub(crate) db: Arc<DbInner>,
+    iso: Isolation,
+    snap: Arc<SnapGuard>,
+    pub(crate) ws: BTreeMap<u64, WsCf>,
+    undo: Vec<(u64, Vec<u8>, u64)>,
+    op: Arc<AtomicU64>,
+    savepoints: Vec<(u64, usize)>,
+    next_sp: u64,
+    done: bool,
+}
+
+impl Txn {
+    pub(crate) fn new(db: Arc<DbInner>, iso: Isolation) -> Txn {
+        let snap = db.snapshot();
+        Txn {
+            db,
+            iso,
+            snap,
+            ws: BTreeMap::new(),
+            undo: Vec::new(),
+            op: Arc::new(AtomicU64::new(0)),
+            savepoints: Vec::new(),
+            next_sp: 1,
+            done: false,
+        }
+    }
+
+    fn check(&self, cf: &Cf) -> Result<()> {
+        if self.done {
+            return Err(Error::TransactionDone);
+        }
+        self.db.check_open()?;
+        self.db.check_cf(cf)
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        self.iso
+    }
+
+    /// Sequence number the transaction currently reads at.
+    pub fn snapshot_seq(&self) -> u64 {
+        self.snap.seq
+    }
+
+    /// Reads `key`: own writes first, then the snapshot.
+    pub fn get(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(cf)?;
+        if let Some(w) = self.ws.get(&cf.id()) {
+            if let Some((_, v)) = w.mem.get(key, u64::MAX) {
+                return Ok(match v.kind {
+                    Kind::Delete => None,
+                    _ => Some(v.value.to_vec()),
+                });
+            }
+        }
+        self.db.get_at(&cf.inner, key, self.snap.seq)
+    }
+
+    fn write(&mut self, cf: &Cf, key: &[u8], kind: Kind, value: &[u8]) -> Result<()> {
+        self.check(cf)?;
+        if key.len() > u32::MAX as usize || value.len() > u32::MAX as usize {
+            return Err(Error::InvalidArgument("key or value too large".into()));
+        }
+        let op = self.op.fetch_add(1, Ordering::SeqCst) + 1;
+        let seq = WS_BASE + op;
+        let w = self.ws.entry(cf.id()).or_insert_with(|| WsCf {
+            cf: cf.inner.clone(),
+            mem: Arc::new(Memtable::new()),
+        });
+        w.mem.insert(key, seq, kind, value);
+        self.undo.push((cf.id(), key.to_vec(), seq));
+        Ok(())
+    }
+
+    pub fn put(&mut self, cf: &Cf, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(cf, key, Kind::Put, value)
+    }
+
+    pub fn delete(&mut self, cf: &Cf, key: &[u8]) -> Result<()> {
+        self.write(cf, key, Kind::Delete, &[])
+    }
+
+    /// Iterator over `cf` merging the snapshot with this transaction's writes.
+    pub fn iter(&mut self, cf: &Cf, opts: IterOptions) -> Result<TxnIter> {
+        self.check(cf)?;
+        let mut sources = Vec::new();
+        let ws = self.ws.get(&cf.id()).map(|w| w.mem.clone());
+        let has_ws = ws.is_some();
+        if let Some(m) = ws {
+            sources.push(Source::new(
+                Box::new(MemIter::new(m)),
+                WS_BASE + self.op.load(Ordering::SeqCst),
+            ));
+        }
+        let snap = self.snap.seq;
+        let sv = cf.inner.current();
+        sources.push(Source::new(Box::new(MemIter::new(sv.mem.clone())), snap));
+        for m in sv.imms.iter().rev() {
+            sources.push(Source::new(Box::new(MemIter::new(m.clone())), snap));
+        }
+        for f in sv.levels.all() {
+            if f.meta.min_seq > snap {
+                continue;
+            }
+            if let (Some(u), true) = (&opts.upper_bound, true) {
+                if f.meta.smallest.as_slice() >= u.as_slice() {
+                    continue;
+                }
+            }
+            if let Some(l) = &opts.lower_bound {
+                if f.meta.largest.as_slice() < l.as_slice() {
+                    continue;
+                }
+            }
+            sources.push(Source::new(Box::new(TableIter::new(f.table.clone())), snap));
+        }
+        let db = self.db.clone();
+        let cfi = cf.inner.clone();
+        let resolver: Arc<crate::iter::ValueResolver> =
+            Arc::new(move |p: &[u8]| db.resolve_value(&cfi, p));
+        Ok(TxnIter {
+            merge: MergeIter::new(sources, opts.lower_bound, opts.upper_bound, Some(resolver)),
+            _snap: self.snap.clone(),
+            op: self.op.clone(),
+            has_ws,
+        })
+    }
+
+    /// Marks a savepoint; savepoints nest.
+    pub fn savepoint(&mut self) -> Savepoint {
+        let id = self.next_sp;
+        self.next_sp += 1;
+        self.savepoints.push((id, self.undo.len()));
+        Savepoint { id }
+    }
+
+    /// Undoes the writes made after `sp` (later savepoints are discarded; `sp`
+    /// stays valid).
+    pub fn rollback_to(&mut self, sp: Savepoint) -> Result<()> {
+        if self.done {
+            return Err(Error::TransactionDone);
+        }
+        let pos = self
+            .savepoints
+            .iter()
+            .position(|s| s.0 == sp.id)
+            .ok_or_else(|| Error::InvalidArgument("unknown savepoint".into()))?;
+        let len = self.savepoints[pos].1;
+        self.savepoints.truncate(pos + 1);
+        while self.undo.len() > len {
+            if let Some((cf, key, seq)) = self.undo.pop() {
+                if let Some(w) = self.ws.get(&cf) {
+                    w.mem.remove(&key, seq);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets `sp` (and savepoints made after it); writes are kept.
+    pub fn release(&mut self, sp: Savepoint) -> Result<()> {
+        if self.done {
+            return Err(Error::TransactionDone);
+        }
+        let pos = self
+            .savepoints
+            .iter()
+            .position(|s| s.0 == sp.id)
+            .ok_or_else(|| Error::InvalidArgument("unknown savepoint".into()))?;
+        self.savepoints.truncate(pos);
+        Ok(())
+    }
+
+    /// Takes a new snapshot (READ COMMITTED statement start). For the other
+    /// levels this is also allowed and simply moves the snapshot forward.
+    pub fn refresh_snapshot(&mut self) {
+        if !self.done {
+            self.snap = self.db.snapshot();
+        }
+    }
+
+    /// Newest version of every written key, grouped per column family.
+    pub(crate) fn collect_ops(&self) -> Result<Vec<(Arc<CfInner>, Op)>> {
+        let mut ops = Vec::new();
+        for (id, w) in &self.ws {
+            let mut last: Option<Vec<u8>> = None;
+            w.mem.for_each(|k, v| {
+                if last.as_deref() != Some(k.user.as_slice()) {
+                    ops.push((
+                        w.cf.clone(),
+                        Op {
+                            cf: *id,
+                            kind: v.kind,
+                            key: k.user.clone(),
+                            value: v.value.to_vec(),
+                        },
+                    ));
+                    last = Some(k.user.clone());
+                }
+                Ok(())
+            })?;
+        }
+        Ok(ops)
+    }
+
+    /// Commits atomically across column families. `Error::Conflict` if another
+    /// transaction committed one of our written keys after our snapshot.
+    pub fn commit(mut self) -> Result<()> {
+        if self.done {
+            return Err(Error::TransactionDone);
+        }
+        self.done = true;
+        if self.undo.is_empty() {
+            return self.db.check_open();
+        }
+        let ops = self.collect_ops()?;
+        self.db.commit_ops(ops, self.snap.seq, true).map(|_| ())
+    }
+
+    pub fn rollback(mut self) {
+        self.done = true;
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.undo.is_empty()
+    }
+
+    /// Number of buffered (not rolled back) write operations.
+    pub fn write_count(&self) -> u64 {
+        self.undo.len() as u64
+    }
+}
+
+/// Iterator of a transaction. `'static + Send`; holds its own snapshot and a
+/// reference to the write set (sees the transaction's writes made before its
+/// creation or last seek).
+pub struct TxnIter {
+    merge: MergeIter,
+    _snap: Arc<SnapGuard>,
+    op: Arc<AtomicU64>,
+    has_ws: bool,
+}
+
+impl TxnIter {
+    fn refresh_ws(&mut self) {
+        if self.has_ws {
+            let s = WS_BASE + self.op.load(Ordering::SeqCst);
+            if let Some(src) = self.merge.sources_mut().first_mut() {
+                src.snap = s;
+            }
+        }
+    }
+    /// Positions at the first key >= `key`.
+    pub fn seek(&mut self, key: &[u8]) {
+        self.refresh_ws();
+        self.merge.seek(key)
+    }
+    /// Positions at the last key <= `key`.
+    pub fn seek_for_prev(&mut self, key: &[u8]) {
+        self.refresh_ws();
+        self.merge.seek_for_prev(key)
+    }
+    pub fn seek_to_first(&mut self) {
+        self.refresh_ws();
+        self.merge.seek_to_first()
+    }
+    pub fn seek_to_last(&mut self) {
+        self.refresh_ws();
+        self.merge.seek_to_last()
+    }
+    pub fn next(&mut self) {
+        self.merge.next()
+    }
+    pub fn prev(&mut self) {
+        self.merge.prev()
+    }
+    pub fn valid(&self) -> bool {
+        self.merge.valid()
+    }
+    /// Current key; empty when not valid.
+    pub fn key(&self) -> &[u8] {
+        self.merge.key()
+    }
+    /// Current value; empty when not valid.
+    pub fn value(&self) -> &[u8] {
+        self.merge.value()
+    }
+    /// An I/O or corruption error met while iterating (the iterator then
+    /// becomes invalid).
+    pub fn status(&self) -> Result<()> {
+        self.merge.status()
+    }
+}
