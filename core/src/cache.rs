@@ -103,7 +103,7 @@ impl BlockCache {
         }
     }
 
-    #[cfg(test)]
+    #[allow(dead_code)]
     pub(crate) fn bytes(&self) -> usize {
         self.shards.iter().map(|s| s.lock().bytes).sum()
     }

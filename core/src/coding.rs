@@ -23,15 +23,6 @@ pub(crate) fn put_bytes(buf: &mut Vec<u8>, b: &[u8]) {
     buf.extend_from_slice(b);
 }
 
-pub(crate) fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// Bounds-checked cursor over a byte slice. All getters return `None` when the
 /// input is too short or malformed; callers turn that into `Error::Corruption`.
 pub(crate) struct Reader<'a> {
@@ -59,16 +50,6 @@ impl<'a> Reader<'a> {
         let b = *self.buf.get(self.pos)?;
         self.pos += 1;
         Some(b)
-    }
-    pub(crate) fn u32(&mut self) -> Option<u32> {
-        let b = self.bytes(4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    pub(crate) fn u64(&mut self) -> Option<u64> {
-        let b = self.bytes(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Some(u64::from_le_bytes(a))
     }
     pub(crate) fn varint(&mut self) -> Option<u64> {
         let mut v: u64 = 0;
@@ -139,11 +120,6 @@ mod tests {
         let mut buf = Vec::new();
         for v in vals {
             put_varint(&mut buf, v);
-            assert_eq!(varint_len(v), {
-                let mut b = Vec::new();
-                put_varint(&mut b, v);
-                b.len()
-            });
         }
         let mut r = Reader::new(&buf);
         for v in vals {
@@ -156,7 +132,7 @@ mod tests {
     #[test]
     fn reader_short_input() {
         let mut r = Reader::new(&[1, 2, 3]);
-        assert_eq!(r.u32(), None);
+        assert_eq!(r.bytes(4), None);
         assert_eq!(r.bytes(3), Some(&[1u8, 2, 3][..]));
         let mut r = Reader::new(&[0xff; 11]);
         assert_eq!(r.varint(), None);

@@ -44,7 +44,7 @@ impl Levels {
     }
     pub(crate) fn normalize(&mut self) {
         if let Some(l0) = self.levels.get_mut(0) {
-            l0.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+            l0.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
         }
         for l in self.levels.iter_mut().skip(1) {
             l.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
@@ -132,6 +132,8 @@ impl std::fmt::Debug for Cf {
         write!(f, "Cf({}, {:?})", self.inner.id, self.name())
     }
 }
+
+pub(crate) type CfOps = Vec<(Arc<CfInner>, Op)>;
 
 pub(crate) struct CommitReq {
     pub ops: Mutex<Vec<(Arc<CfInner>, Op)>>,
@@ -559,6 +561,7 @@ impl DbInner {
         Ok(())
     }
 
+    #[allow(dead_code)]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.bg.lock().shutdown
     }
@@ -782,12 +785,14 @@ impl DbInner {
     }
 
     /// Oldest sequence any live snapshot can read at.
+    #[allow(dead_code)]
     pub(crate) fn oldest_snapshot(&self) -> u64 {
         let s = self.snapshots.lock();
         let vis = self.visible_seq.load(Ordering::Acquire);
         s.keys().next().copied().unwrap_or(vis).min(vis)
     }
 
+    #[allow(dead_code)]
     pub(crate) fn live_snapshots(&self) -> Vec<u64> {
         self.snapshots.lock().keys().copied().collect()
     }
@@ -936,7 +941,7 @@ impl DbInner {
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
         }
         let mut framed = Vec::new();
-        let mut accepted: Vec<(usize, u64, Vec<(Arc<CfInner>, Op)>)> = Vec::new();
+        let mut accepted: Vec<(usize, u64, CfOps)> = Vec::new();
         let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let base_seq = w.last_seq;
         let mut next_seq = base_seq;
@@ -1305,9 +1310,11 @@ impl DbInner {
         self.compact_cf_fully(&cf.inner)
     }
 
+    #[allow(dead_code)]
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
     }
+    #[allow(dead_code)]
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::SeqCst);
         self.stall_cv.notify_all();

@@ -227,7 +227,7 @@ impl MergeIter {
             let mut min: Option<&[u8]> = None;
             for s in &self.sources {
                 if let Some(c) = &s.cur {
-                    if min.is_none_or(|m| c.user.as_slice() < m) {
+                    if min.map_or(true, |m| c.user.as_slice() < m) {
                         min = Some(&c.user);
                     }
                 }
@@ -245,7 +245,7 @@ impl MergeIter {
             let mut win: Option<Resolved> = None;
             for s in &self.sources {
                 if let Some(c) = &s.cur {
-                    if c.user == min && win.as_ref().is_none_or(|w| c.seq > w.seq) {
+                    if c.user == min && win.as_ref().map_or(true, |w| c.seq > w.seq) {
                         win = Some(c.clone());
                     }
                 }
@@ -274,7 +274,7 @@ impl MergeIter {
             let mut max: Option<&[u8]> = None;
             for s in &self.sources {
                 if let Some(c) = &s.cur {
-                    if max.is_none_or(|m| c.user.as_slice() > m) {
+                    if max.map_or(true, |m| c.user.as_slice() > m) {
                         max = Some(&c.user);
                     }
                 }
@@ -292,7 +292,7 @@ impl MergeIter {
             let mut win: Option<Resolved> = None;
             for s in &self.sources {
                 if let Some(c) = &s.cur {
-                    if c.user == max && win.as_ref().is_none_or(|w| c.seq > w.seq) {
+                    if c.user == max && win.as_ref().map_or(true, |w| c.seq > w.seq) {
                         win = Some(c.clone());
                     }
                 }

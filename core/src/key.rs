@@ -67,15 +67,6 @@ pub(crate) fn decode_ikey(k: &[u8]) -> Option<(&[u8], u64, Kind)> {
     Some((&k[..n], tag >> 8, kind))
 }
 
-/// Compare two encoded internal keys (malformed keys sort by raw bytes; they are
-/// rejected when blocks are decoded, so this never sees them in practice).
-pub(crate) fn compare_encoded(a: &[u8], b: &[u8]) -> Ordering {
-    match (decode_ikey(a), decode_ikey(b)) {
-        (Some((ua, sa, _)), Some((ub, sb, _))) => compare_parts(ua, sa, ub, sb),
-        _ => a.cmp(b),
-    }
-}
-
 /// Smallest byte string strictly greater than `k` in the user-key order.
 pub(crate) fn successor(k: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(k.len() + 1);

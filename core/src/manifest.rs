@@ -408,6 +408,7 @@ pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
 
 pub(crate) struct ManifestWriter {
     dir: PathBuf,
+    #[allow(dead_code)]
     pub number: u64,
     path: PathBuf,
     file: File,
