@@ -1,0 +1,44 @@
+# The one task runner for people and CI. The README's two commands are
+# `make server` and `make test`; everything else is a step of theirs.
+SHELL := /bin/bash
+CARGO ?= cargo
+MTR_PARALLEL ?= 2
+
+.PHONY: all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean
+
+all: plugin
+
+# Debian's MariaDB packages pinned to a version whose source is served, and that
+# source's private headers (idempotent; fast once done).
+setup:
+	@bash scripts/setup-mariadb.sh
+
+# target/plugin/ha_tidesdb.so
+plugin: setup
+	$(CARGO) build --release -p ha_tidesdb
+	@bash scripts/link-plugin.sh
+
+# A server under var/ with TidesDB as the default engine.
+server: plugin
+	@bash scripts/server.sh start
+
+server-stop:
+	@bash scripts/server.sh stop
+
+lint: setup
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
+
+test-rust:
+	$(CARGO) test --release -p tidesdb-core -p tidesdb-ffi
+
+# mysql-test-run suites of mysql-test/ against the real server and the fresh plugin.
+test-mtr: plugin
+	@bash scripts/mtr.sh
+
+# Everything CI checks.
+test: lint test-rust test-mtr
+
+clean:
+	$(CARGO) clean
+	rm -rf var

@@ -1,0 +1,216 @@
+/*
+ * tidesdb_ffi.h: the C ABI between the C++ handler shim and the Rust engine.
+ *
+ * This header is the single source of the ABI. Its Rust side is ffi/src/ (the
+ * `#[no_mangle] extern "C"` functions); `cargo test -p tidesdb-ffi` checks that every
+ * function declared here is exported there with the same name.
+ *
+ * Rules, on both sides:
+ *  - No Rust panic crosses this boundary: every entry point catches it and returns
+ *    TDB_INTERNAL (the message is kept for tdb_last_error()).
+ *  - No server pointer (THD*, TABLE*, Field*) is ever passed in: the shim translates
+ *    rows and keys to bytes first. Rust never keeps a pointer the caller passed in past
+ *    the call.
+ *  - Buffers returned by Rust (const uint8_t **out, size_t *out_len) stay valid until
+ *    the next call on the same handle (table or cursor); the shim copies what it keeps.
+ *  - Handles are owned by the caller of the function that made them and released by
+ *    the matching *_free / *_close.
+ */
+#ifndef TIDESDB_FFI_H
+#define TIDESDB_FFI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes returned by every call that can fail. */
+enum tdb_status {
+  TDB_OK = 0,
+  TDB_NOT_FOUND = 1,      /* no such key / row */
+  TDB_END = 2,            /* cursor moved past its last key */
+  TDB_DUPLICATE = 3,      /* a unique check failed; see failed_op */
+  TDB_CONFLICT = 4,       /* write-write conflict: retry the transaction */
+  TDB_LOCK_TIMEOUT = 5,   /* lock wait timed out: the statement is rolled back */
+  TDB_DEADLOCK = 6,       /* deadlock victim: the transaction is rolled back */
+  TDB_NO_SUCH_TABLE = 7,  /* the table is not in the engine's catalog */
+  TDB_TABLE_EXISTS = 8,
+  TDB_CORRUPTION = 9,     /* a checksum or format error in a data file */
+  TDB_IO_ERROR = 10,      /* the OS refused a read, write or sync (e.g. disk full) */
+  TDB_READ_ONLY = 11,     /* the engine refuses writes after a failed sync */
+  TDB_INVALID = 12,       /* bad argument (a bug in the caller) */
+  TDB_NOT_OPEN = 13,      /* the engine is not open (plugin init failed) */
+  TDB_INTERNAL = 14,      /* a bug in the engine (a caught panic) */
+  TDB_ABORTED = 15        /* the wait was cancelled (KILL QUERY) */
+};
+
+/* The message for the last non-OK status returned on the calling thread. */
+const char *tdb_last_error(void);
+
+/* ---- Engine lifecycle ------------------------------------------------------- */
+
+enum tdb_sync_mode { TDB_SYNC_NONE = 0, TDB_SYNC_INTERVAL = 1, TDB_SYNC_FULL = 2 };
+
+struct tdb_engine_options {
+  uint64_t write_buffer_size;   /* bytes of memtable per column family before a flush */
+  uint64_t block_cache_size;    /* bytes */
+  uint32_t sync_mode;           /* enum tdb_sync_mode */
+  uint32_t sync_interval_ms;    /* for TDB_SYNC_INTERVAL */
+  uint32_t background_threads;  /* flush + compaction threads */
+  uint32_t use_direct_reads;    /* 0 or 1 */
+};
+
+/* Opens (creating if needed) the engine's directory and recovers it. Once per process. */
+int tdb_engine_open(const char *dir, const struct tdb_engine_options *opts);
+/* Flushes and closes the engine. Further calls return TDB_NOT_OPEN. */
+int tdb_engine_close(void);
+void tdb_engine_set_sync_mode(uint32_t mode, uint32_t interval_ms);
+/* Writes a human-readable status report; returns its length. The text stays valid
+   until the next call of this function on the same thread. */
+size_t tdb_engine_status(const char **out);
+
+/* ---- Tables (DDL) ------------------------------------------------------------
+ * A table is named by the server's path, e.g. "./db/t1" or "./db/#sql-alter-1f-2".
+ * It owns one column family for its rows and one per index (n_indexes counts the
+ * secondary indexes; index numbers 1..n_indexes address them, 0 is the rows). */
+
+/* auto_increment: the AUTO_INCREMENT=N table option (1 when not given). */
+int tdb_table_create(const char *name, uint32_t n_indexes, uint64_t auto_increment);
+int tdb_table_drop(const char *name);
+int tdb_table_rename(const char *from, const char *to);
+/* Empties the table (new empty column families) and resets its counters. */
+int tdb_table_truncate(const char *name);
+/* Drops every table whose name starts with db_path ("./db/"), for DROP DATABASE. */
+int tdb_database_drop(const char *db_path);
+
+typedef struct tdb_table tdb_table;
+
+/* Opens a per-handler table handle. */
+int tdb_table_open(const char *name, tdb_table **out);
+void tdb_table_close(tdb_table *table);
+uint32_t tdb_table_index_count(const tdb_table *table);
+/* Next hidden row id for a table without a primary key (unique, increasing). */
+uint64_t tdb_table_next_rowid(tdb_table *table);
+
+/* AUTO_INCREMENT counter (the next value to hand out), shared by the table's
+   handlers. 0 until seeded: the shim seeds it once per process from the largest
+   value stored (tdb_table_autoinc_seed keeps the larger of that and the table's
+   AUTO_INCREMENT option). */
+uint64_t tdb_table_autoinc_peek(tdb_table *table);
+uint64_t tdb_table_autoinc_seed(tdb_table *table, uint64_t next);
+/* Reserves n values spaced by increment starting at the first value >= the counter
+   that is offset modulo increment; returns that first value. */
+uint64_t tdb_table_autoinc_reserve(tdb_table *table, uint64_t n, uint64_t offset,
+                                   uint64_t increment);
+/* Records that value is stored (explicit values move the counter past them). */
+void tdb_table_autoinc_observe(tdb_table *table, uint64_t value);
+
+struct tdb_table_stats {
+  uint64_t approx_rows;
+  uint64_t data_bytes;
+  uint64_t index_bytes;
+};
+int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
+/* Approximate number of keys of an index between two encoded bounds (NULL = open). */
+uint64_t tdb_table_keys_in_range(tdb_table *table, uint32_t index, const uint8_t *lo,
+                                 size_t lo_len, const uint8_t *hi, size_t hi_len);
+/* Compacts every column family of the table (OPTIMIZE TABLE). */
+int tdb_table_compact(tdb_table *table);
+
+/* ---- Transactions --------------------------------------------------------------
+ * One tdb_trx per connection (THD). Begin is implicit: the first statement starts
+ * it. Statements nest inside with an implicit savepoint so that a failing statement
+ * undoes only itself. */
+
+enum tdb_isolation {
+  TDB_ISO_READ_UNCOMMITTED = 0,
+  TDB_ISO_READ_COMMITTED = 1,
+  TDB_ISO_REPEATABLE_READ = 2,
+  TDB_ISO_SERIALIZABLE = 3
+};
+
+typedef struct tdb_trx tdb_trx;
+
+tdb_trx *tdb_trx_new(void);
+/* Rolls back whatever is active and frees. */
+void tdb_trx_free(tdb_trx *trx);
+/* Starts the transaction if none is active (isolation: enum tdb_isolation). */
+int tdb_trx_begin(tdb_trx *trx, uint32_t isolation);
+/* Takes a fresh consistent snapshot now (START TRANSACTION WITH CONSISTENT SNAPSHOT). */
+int tdb_trx_snapshot(tdb_trx *trx);
+int tdb_trx_is_active(const tdb_trx *trx);
+/* Marks the start of a statement (savepoint; READ COMMITTED refreshes its snapshot).
+   Idempotent until the statement ends. */
+int tdb_trx_stmt_begin(tdb_trx *trx);
+/* Ends the statement keeping its writes (the transaction goes on). */
+int tdb_trx_stmt_commit(tdb_trx *trx);
+/* Undoes the statement's writes only. */
+int tdb_trx_stmt_rollback(tdb_trx *trx);
+int tdb_trx_commit(tdb_trx *trx);
+int tdb_trx_rollback(tdb_trx *trx);
+/* User savepoints: the id is what the shim stores in the server's savepoint area. */
+int tdb_trx_savepoint_set(tdb_trx *trx, uint64_t *out_id);
+int tdb_trx_savepoint_rollback(tdb_trx *trx, uint64_t id);
+int tdb_trx_savepoint_release(tdb_trx *trx, uint64_t id);
+
+/* ---- Row changes ---------------------------------------------------------------
+ * A row change is a list of operations applied atomically inside the transaction:
+ * either all of them or (on any error) none. */
+
+enum tdb_op_kind {
+  TDB_OP_PUT = 0,    /* insert or overwrite key */
+  TDB_OP_DELETE = 1  /* remove key (absent key is fine) */
+};
+
+struct tdb_op {
+  uint32_t index;          /* 0 = rows, 1..n = secondary index */
+  uint32_t kind;           /* enum tdb_op_kind */
+  const uint8_t *key;
+  size_t key_len;
+  const uint8_t *value;    /* PUT only */
+  size_t value_len;
+  /* PUT only: when > 0, fail with TDB_DUPLICATE if a key other than `key` itself
+     whose first unique_len bytes equal key's is visible, or `key` itself when
+     unique_len == key_len. */
+  size_t unique_len;
+};
+
+/* On TDB_DUPLICATE, *failed_op is the index in ops of the op whose check failed. */
+int tdb_apply(tdb_trx *trx, tdb_table *table, const struct tdb_op *ops, size_t n_ops,
+              size_t *failed_op);
+
+/* Point read of the rows column family through the transaction's view. TDB_NOT_FOUND
+   when absent. *value stays valid until the next call on table. */
+int tdb_get(tdb_trx *trx, tdb_table *table, const uint8_t *key, size_t key_len,
+            const uint8_t **value, size_t *value_len);
+
+/* ---- Cursors ------------------------------------------------------------------ */
+
+enum tdb_seek_mode {
+  TDB_SEEK_FIRST = 0,         /* first key of the index */
+  TDB_SEEK_LAST = 1,          /* last key of the index */
+  TDB_SEEK_GE = 2,            /* first key >= k */
+  TDB_SEEK_GT_PREFIX = 3,     /* first key > k that does not start with k */
+  TDB_SEEK_LE_PREFIX = 4,     /* last key that is < k or starts with k */
+  TDB_SEEK_LT = 5             /* last key < k */
+};
+
+typedef struct tdb_cursor tdb_cursor;
+
+int tdb_cursor_open(tdb_trx *trx, tdb_table *table, uint32_t index, tdb_cursor **out);
+void tdb_cursor_close(tdb_cursor *cursor);
+/* Positions the cursor; TDB_END when no key qualifies. */
+int tdb_cursor_seek(tdb_cursor *cursor, uint32_t mode, const uint8_t *key, size_t key_len);
+int tdb_cursor_next(tdb_cursor *cursor);
+int tdb_cursor_prev(tdb_cursor *cursor);
+/* The current entry; valid until the next call on the cursor. */
+int tdb_cursor_entry(tdb_cursor *cursor, const uint8_t **key, size_t *key_len,
+                     const uint8_t **value, size_t *value_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDESDB_FFI_H */

@@ -1,0 +1,478 @@
+//! The table catalog: which column families hold a table's rows and indexes.
+//!
+//! The server names a table by its path (`./db/t1`, `./db/#sql-alter-1f-2`,
+//! `./db/t#P#p0`). Column families are named by a numeric table id instead (`t17`
+//! holds the rows of table 17, `t17.i2` its second secondary index), so RENAME TABLE
+//! only rewrites one catalog entry and TRUNCATE swaps in fresh families.
+//!
+//! ## Format
+//! The catalog lives in the engine's own column family `__catalog`, changed only inside
+//! engine transactions, so every DDL step is atomic and survives a crash:
+//!
+//! | key | value |
+//! |---|---|
+//! | `next_table_id` | u64 little-endian: the next table id to hand out |
+//! | `table/<name>` | [`TableMeta`]: `u8 version = 1`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option) |
+//!
+//! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
+//! leftovers of a crash between creating families and committing the entry; they are
+//! dropped when the engine opens.
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tidesdb_core::{Cf, CfOptions, Db, Isolation, IterOptions};
+
+use crate::status::{FfiError, FfiResult, Status};
+
+const CATALOG_CF: &str = "__catalog";
+const NEXT_ID_KEY: &[u8] = b"next_table_id";
+const TABLE_PREFIX: &[u8] = b"table/";
+const META_VERSION: u8 = 1;
+
+/// What the catalog stores about one table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableMeta {
+    pub table_id: u64,
+    pub n_indexes: u32,
+    /// The AUTO_INCREMENT table option: the counter never starts below it.
+    pub auto_increment: u64,
+}
+
+const META_LEN: usize = 21;
+
+impl TableMeta {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(META_LEN);
+        v.push(META_VERSION);
+        v.extend_from_slice(&self.table_id.to_le_bytes());
+        v.extend_from_slice(&self.n_indexes.to_le_bytes());
+        v.extend_from_slice(&self.auto_increment.to_le_bytes());
+        v
+    }
+
+    fn decode(name: &str, bytes: &[u8]) -> FfiResult<TableMeta> {
+        let corrupt = || {
+            FfiError::new(
+                Status::Corruption,
+                format!(
+                    "catalog entry of table {name} is damaged ({} bytes)",
+                    bytes.len()
+                ),
+            )
+        };
+        if bytes.len() != META_LEN || bytes.first() != Some(&META_VERSION) {
+            return Err(corrupt());
+        }
+        let id = bytes.get(1..9).ok_or_else(corrupt)?;
+        let n = bytes.get(9..13).ok_or_else(corrupt)?;
+        let ai = bytes.get(13..21).ok_or_else(corrupt)?;
+        Ok(TableMeta {
+            table_id: u64::from_le_bytes(id.try_into().map_err(|_| corrupt())?),
+            n_indexes: u32::from_le_bytes(n.try_into().map_err(|_| corrupt())?),
+            auto_increment: u64::from_le_bytes(ai.try_into().map_err(|_| corrupt())?),
+        })
+    }
+
+    /// Column family names: the rows first, then each secondary index.
+    pub fn cf_names(&self) -> Vec<String> {
+        let mut names = vec![format!("t{}", self.table_id)];
+        names.extend((1..=self.n_indexes).map(|i| format!("t{}.i{}", self.table_id, i)));
+        names
+    }
+}
+
+/// The live state of a table shared by every handler that has it open.
+pub struct TableShared {
+    state: RwLock<TableState>,
+    /// Next hidden row id for tables without a primary key; 0 = not yet seeded.
+    next_rowid: AtomicU64,
+    seed_lock: Mutex<()>,
+    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it).
+    autoinc: Mutex<u64>,
+}
+
+struct TableState {
+    meta: TableMeta,
+    cfs: Vec<Cf>,
+    dropped: bool,
+}
+
+impl TableShared {
+    fn new(meta: TableMeta, cfs: Vec<Cf>) -> Arc<TableShared> {
+        Arc::new(TableShared {
+            state: RwLock::new(TableState {
+                meta,
+                cfs,
+                dropped: false,
+            }),
+            next_rowid: AtomicU64::new(0),
+            seed_lock: Mutex::new(()),
+            autoinc: Mutex::new(0),
+        })
+    }
+
+    /// The column family of index `index` (0 = rows).
+    pub fn cf(&self, index: u32) -> FfiResult<Cf> {
+        let st = self.state.read();
+        if st.dropped {
+            return Err(FfiError::new(Status::NoSuchTable, "the table was dropped"));
+        }
+        st.cfs.get(index as usize).cloned().ok_or_else(|| {
+            FfiError::new(
+                Status::Invalid,
+                format!("index {index} out of range (table has {})", st.cfs.len()),
+            )
+        })
+    }
+
+    pub fn cfs(&self) -> Vec<Cf> {
+        self.state.read().cfs.clone()
+    }
+
+    pub fn index_count(&self) -> u32 {
+        self.state.read().meta.n_indexes
+    }
+
+    /// The AUTO_INCREMENT counter, 0 if not seeded.
+    pub fn autoinc_peek(&self) -> u64 {
+        *self.autoinc.lock()
+    }
+
+    /// Seeds the counter unless already seeded; `next` is one past the largest value
+    /// stored. Returns the counter.
+    pub fn autoinc_seed(&self, next: u64) -> u64 {
+        let mut c = self.autoinc.lock();
+        if *c == 0 {
+            *c = next.max(self.state.read().meta.auto_increment).max(1);
+        }
+        *c
+    }
+
+    /// Reserves `n` values `increment` apart, the first being the smallest value at
+    /// or above the counter that is `offset` modulo `increment` (MariaDB's
+    /// auto_increment_offset / auto_increment_increment rule).
+    pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64) -> u64 {
+        let mut c = self.autoinc.lock();
+        let first = align_auto_increment((*c).max(1), offset, increment);
+        *c = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
+        first
+    }
+
+    /// Moves the counter past a stored value.
+    pub fn autoinc_observe(&self, value: u64) {
+        let mut c = self.autoinc.lock();
+        if *c != 0 && value >= *c {
+            *c = value.saturating_add(1);
+        }
+    }
+
+    /// A new hidden row id. The first call after open seeds the counter from the
+    /// largest id stored (keys of a table without a primary key are u64 big-endian).
+    pub fn next_rowid(&self, db: &Db) -> FfiResult<u64> {
+        if self.next_rowid.load(Ordering::Acquire) == 0 {
+            let _seeding = self.seed_lock.lock();
+            if self.next_rowid.load(Ordering::Acquire) == 0 {
+                let cf = self.cf(0)?;
+                let mut txn = db.begin(Isolation::ReadCommitted);
+                let mut it = txn.iter(&cf, IterOptions::default())?;
+                it.seek_to_last();
+                it.status()?;
+                let last = if it.valid() {
+                    let k = it.key();
+                    let arr: [u8; 8] = k.try_into().map_err(|_| {
+                        FfiError::new(
+                            Status::Corruption,
+                            format!("hidden row id key of {} bytes, expected 8", k.len()),
+                        )
+                    })?;
+                    u64::from_be_bytes(arr)
+                } else {
+                    0
+                };
+                txn.rollback();
+                self.next_rowid.store(last + 1, Ordering::Release);
+            }
+        }
+        Ok(self.next_rowid.fetch_add(1, Ordering::AcqRel))
+    }
+}
+
+/// The smallest v >= current with v = offset (mod increment); offsets above the
+/// increment count as 1, as in the server.
+pub fn align_auto_increment(current: u64, offset: u64, increment: u64) -> u64 {
+    if increment <= 1 {
+        return current;
+    }
+    let offset = if offset == 0 || offset > increment {
+        1
+    } else {
+        offset
+    };
+    if current <= offset {
+        return offset;
+    }
+    let steps = (current - offset).div_ceil(increment);
+    offset.saturating_add(steps.saturating_mul(increment))
+}
+
+/// The catalog over one database.
+pub struct Catalog {
+    cf: Cf,
+    /// Serialises DDL: each DDL statement reads and writes `next_table_id`.
+    ddl: Mutex<()>,
+    open_tables: Mutex<HashMap<String, Arc<TableShared>>>,
+}
+
+/// The catalog key of a table name; `./db/t1` and `db/t1` are the same table.
+fn normalize(name: &str) -> &str {
+    name.strip_prefix("./").unwrap_or(name)
+}
+
+fn table_key(name: &str) -> Vec<u8> {
+    let mut k = TABLE_PREFIX.to_vec();
+    k.extend_from_slice(normalize(name).as_bytes());
+    k
+}
+
+fn no_such_table(name: &str) -> FfiError {
+    FfiError::new(
+        Status::NoSuchTable,
+        format!("table {} is not in the TidesDB catalog", normalize(name)),
+    )
+}
+
+impl Catalog {
+    /// Opens (creating if needed) the catalog and drops leftover column families.
+    pub fn open(db: &Db) -> FfiResult<Catalog> {
+        let cf = match db.cf(CATALOG_CF) {
+            Some(cf) => cf,
+            None => db.create_cf(CATALOG_CF, CfOptions::default())?,
+        };
+        let catalog = Catalog {
+            cf,
+            ddl: Mutex::new(()),
+            open_tables: Mutex::new(HashMap::new()),
+        };
+        catalog.drop_orphans(db)?;
+        Ok(catalog)
+    }
+
+    fn drop_orphans(&self, db: &Db) -> FfiResult<()> {
+        let mut referenced = HashSet::new();
+        for (_, meta) in self.entries(db, b"")? {
+            referenced.extend(meta.cf_names());
+        }
+        for name in db.list_cfs() {
+            let ours = name.starts_with('t') && name[1..].starts_with(|c: char| c.is_ascii_digit());
+            if ours && !referenced.contains(&name) {
+                db.drop_cf(&name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Catalog entries whose table name starts with `prefix`.
+    fn entries(&self, db: &Db, prefix: &[u8]) -> FfiResult<Vec<(String, TableMeta)>> {
+        let mut lower = TABLE_PREFIX.to_vec();
+        lower.extend_from_slice(prefix);
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        let mut it = txn.iter(&self.cf, IterOptions::default())?;
+        it.seek(&lower);
+        let mut out = Vec::new();
+        while it.valid() && it.key().starts_with(&lower) {
+            let name = String::from_utf8_lossy(&it.key()[TABLE_PREFIX.len()..]).into_owned();
+            let meta = TableMeta::decode(&name, it.value())?;
+            out.push((name, meta));
+            it.next();
+        }
+        it.status()?;
+        txn.rollback();
+        Ok(out)
+    }
+
+    pub fn list_tables(&self, db: &Db) -> FfiResult<Vec<String>> {
+        Ok(self.entries(db, b"")?.into_iter().map(|(n, _)| n).collect())
+    }
+
+    fn lookup(&self, db: &Db, name: &str) -> FfiResult<Option<TableMeta>> {
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        let v = txn.get(&self.cf, &table_key(name))?;
+        txn.rollback();
+        v.map(|bytes| TableMeta::decode(name, &bytes)).transpose()
+    }
+
+    fn create_cfs(db: &Db, meta: &TableMeta) -> FfiResult<Vec<Cf>> {
+        let mut made = Vec::new();
+        for name in meta.cf_names() {
+            match db.create_cf(&name, CfOptions::default()) {
+                Ok(cf) => made.push(cf),
+                Err(e) => {
+                    for cf in &made {
+                        let _ = db.drop_cf(&cf.name());
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    fn drop_cfs(db: &Db, meta: &TableMeta) -> FfiResult<()> {
+        for name in meta.cf_names() {
+            match db.drop_cf(&name) {
+                Ok(()) | Err(tidesdb_core::Error::ColumnFamilyNotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocates a table id, creates its column families and commits `name -> meta`
+    /// (replacing any entry of that name) in one transaction.
+    fn install(
+        &self,
+        db: &Db,
+        name: &str,
+        n_indexes: u32,
+        auto_increment: u64,
+    ) -> FfiResult<(TableMeta, Vec<Cf>)> {
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
+            Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
+                FfiError::new(Status::Corruption, "catalog next_table_id is damaged")
+            })?),
+            None => 1,
+        };
+        let meta = TableMeta {
+            table_id: next,
+            n_indexes,
+            auto_increment,
+        };
+        let cfs = Self::create_cfs(db, &meta)?;
+        let commit = (|| -> FfiResult<()> {
+            txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
+            txn.put(&self.cf, &table_key(name), &meta.encode())?;
+            txn.commit()?;
+            Ok(())
+        })();
+        if let Err(e) = commit {
+            let _ = Self::drop_cfs(db, &meta);
+            return Err(e);
+        }
+        Ok((meta, cfs))
+    }
+
+    pub fn create(
+        &self,
+        db: &Db,
+        name: &str,
+        n_indexes: u32,
+        auto_increment: u64,
+    ) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        // The server creates a table only when its .frm does not exist, so an entry of
+        // the same name is a leftover of an interrupted DDL: replace it.
+        let old = self.lookup(db, name)?;
+        self.install(db, name, n_indexes, auto_increment)?;
+        if let Some(old) = old {
+            Self::drop_cfs(db, &old)?;
+        }
+        self.forget(name);
+        Ok(())
+    }
+
+    pub fn drop_table(&self, db: &Db, name: &str) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.delete(&self.cf, &table_key(name))?;
+        txn.commit()?;
+        self.forget(name);
+        Self::drop_cfs(db, &meta)
+    }
+
+    pub fn rename(&self, db: &Db, from: &str, to: &str) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let meta = self.lookup(db, from)?.ok_or_else(|| no_such_table(from))?;
+        if self.lookup(db, to)?.is_some() {
+            return Err(FfiError::new(
+                Status::TableExists,
+                format!(
+                    "table {} already exists in the TidesDB catalog",
+                    normalize(to)
+                ),
+            ));
+        }
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.delete(&self.cf, &table_key(from))?;
+        txn.put(&self.cf, &table_key(to), &meta.encode())?;
+        txn.commit()?;
+        let mut open = self.open_tables.lock();
+        if let Some(shared) = open.remove(normalize(from)) {
+            open.insert(normalize(to).to_string(), shared);
+        }
+        Ok(())
+    }
+
+    pub fn truncate(&self, db: &Db, name: &str) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        // TRUNCATE starts the AUTO_INCREMENT counter again from 1.
+        let (meta, cfs) = self.install(db, name, old.n_indexes, 1)?;
+        if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
+            let mut st = shared.state.write();
+            st.meta = meta;
+            st.cfs = cfs;
+            shared.next_rowid.store(0, Ordering::Release);
+            *shared.autoinc.lock() = 0;
+        }
+        Self::drop_cfs(db, &old)
+    }
+
+    pub fn drop_database(&self, db: &Db, db_path: &str) -> FfiResult<()> {
+        let prefix = normalize(db_path).as_bytes().to_vec();
+        for (name, _) in self.entries(db, &prefix)? {
+            match self.drop_table(db, &name) {
+                Ok(()) => {}
+                Err(e) if e.status == Status::NoSuchTable => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The shared state of an open table, loading it on first use.
+    pub fn open_table(&self, db: &Db, name: &str) -> FfiResult<Arc<TableShared>> {
+        let key = normalize(name).to_string();
+        if let Some(shared) = self.open_tables.lock().get(&key) {
+            return Ok(shared.clone());
+        }
+        let _ddl = self.ddl.lock();
+        let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let mut cfs = Vec::new();
+        for cf_name in meta.cf_names() {
+            let cf = db.cf(&cf_name).ok_or_else(|| {
+                FfiError::new(
+                    Status::Corruption,
+                    format!("column family {cf_name} of table {key} is missing"),
+                )
+            })?;
+            cfs.push(cf);
+        }
+        let mut open = self.open_tables.lock();
+        let shared = open
+            .entry(key)
+            .or_insert_with(|| TableShared::new(meta, cfs))
+            .clone();
+        Ok(shared)
+    }
+
+    /// Marks a table's shared state dropped and forgets it.
+    fn forget(&self, name: &str) {
+        if let Some(shared) = self.open_tables.lock().remove(normalize(name)) {
+            shared.state.write().dropped = true;
+        }
+    }
+}

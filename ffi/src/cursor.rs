@@ -1,0 +1,196 @@
+//! Index cursors. The handler's read modes (KEY_EXACT, AFTER_KEY, KEY_OR_PREV, ...)
+//! compare only the key parts the server supplied, a prefix of the encoded key; the
+//! seek modes here are those prefix comparisons over the engine's byte-ordered keys.
+use std::ffi::c_int;
+
+use tidesdb_core::{IterOptions, TxnIter};
+
+use crate::raw;
+use crate::status::{guard, FfiError, FfiResult, Status};
+use crate::table::{prefix_successor, Table};
+use crate::trx::Trx;
+
+/// `tdb_cursor` of the header.
+pub struct Cursor {
+    iter: TxnIter,
+}
+
+/// `enum tdb_seek_mode` of the header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekMode {
+    First,
+    Last,
+    /// First key >= k.
+    Ge,
+    /// First key > k that does not start with k.
+    GtPrefix,
+    /// Last key that is < k or starts with k.
+    LePrefix,
+    /// Last key < k.
+    Lt,
+}
+
+impl SeekMode {
+    fn from_raw(mode: u32) -> FfiResult<SeekMode> {
+        Ok(match mode {
+            0 => SeekMode::First,
+            1 => SeekMode::Last,
+            2 => SeekMode::Ge,
+            3 => SeekMode::GtPrefix,
+            4 => SeekMode::LePrefix,
+            5 => SeekMode::Lt,
+            other => {
+                return Err(FfiError::new(
+                    Status::Invalid,
+                    format!("unknown seek mode {other}"),
+                ))
+            }
+        })
+    }
+}
+
+/// Positions `iter` by `mode`.
+pub fn seek(iter: &mut TxnIter, mode: SeekMode, key: &[u8]) {
+    match mode {
+        SeekMode::First => iter.seek_to_first(),
+        SeekMode::Last => iter.seek_to_last(),
+        SeekMode::Ge => iter.seek(key),
+        SeekMode::GtPrefix => match prefix_successor(key) {
+            Some(s) => iter.seek(&s),
+            // Every key starting with all-0xFF bytes... nothing can follow them.
+            None => {
+                iter.seek_to_last();
+                if iter.valid() {
+                    iter.next();
+                }
+            }
+        },
+        SeekMode::LePrefix => match prefix_successor(key) {
+            Some(s) => {
+                iter.seek_for_prev(&s);
+                if iter.valid() && iter.key() == s.as_slice() {
+                    iter.prev();
+                }
+            }
+            None => iter.seek_to_last(),
+        },
+        SeekMode::Lt => {
+            iter.seek_for_prev(key);
+            if iter.valid() && iter.key() == key {
+                iter.prev();
+            }
+        }
+    }
+}
+
+fn position_status(iter: &TxnIter) -> FfiResult<()> {
+    iter.status()?;
+    if iter.valid() {
+        Ok(())
+    } else {
+        Err(FfiError::quiet(Status::End))
+    }
+}
+
+/// # Safety
+/// `trx` and `table` must be live handles; `out` valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_open(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    out: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        let cf = table.shared.cf(index)?;
+        let iter = trx.txn()?.iter(&cf, IterOptions::default())?;
+        let cursor = Box::new(Cursor { iter });
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, Box::into_raw(cursor)) }
+    })
+}
+
+/// # Safety
+/// `cursor` must be NULL or a handle from `tdb_cursor_open`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_close(cursor: *mut Cursor) {
+    guard(|| {
+        if !cursor.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_cursor_open and freed once.
+            drop(unsafe { Box::from_raw(cursor) });
+        }
+        Ok(())
+    });
+}
+
+/// # Safety
+/// `cursor` must be a live handle and `key` point to `key_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_seek(
+    cursor: *mut Cursor,
+    mode: u32,
+    key: *const u8,
+    key_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handle and buffer by contract.
+        let cursor = unsafe { raw::handle(cursor) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        seek(&mut cursor.iter, SeekMode::from_raw(mode)?, key);
+        position_status(&cursor.iter)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let cursor = unsafe { raw::handle(cursor) }?;
+        if cursor.iter.valid() {
+            cursor.iter.next();
+        }
+        position_status(&cursor.iter)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_cursor_prev(cursor: *mut Cursor) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let cursor = unsafe { raw::handle(cursor) }?;
+        if cursor.iter.valid() {
+            cursor.iter.prev();
+        }
+        position_status(&cursor.iter)
+    })
+}
+
+/// # Safety
+/// The out-pointers must be valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_entry(
+    cursor: *mut Cursor,
+    key: *mut *const u8,
+    key_len: *mut usize,
+    value: *mut *const u8,
+    value_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let cursor = unsafe { raw::handle(cursor) }?;
+        position_status(&cursor.iter)?;
+        let (k, v) = (cursor.iter.key(), cursor.iter.value());
+        // SAFETY: writable by contract; the slices live until the next cursor call.
+        unsafe {
+            raw::write_out(key, k.as_ptr())?;
+            raw::write_out(key_len, k.len())?;
+            raw::write_out(value, v.as_ptr())?;
+            raw::write_out(value_len, v.len())
+        }
+    })
+}

@@ -1,0 +1,158 @@
+//! The process-wide engine: one `tidesdb_core::Db` under the server's data directory,
+//! opened by the plugin's init and closed by its deinit.
+use std::ffi::{c_char, c_int};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use tidesdb_core::{Db, DbOptions, SyncMode};
+
+use crate::catalog::Catalog;
+use crate::raw;
+use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
+
+/// The open engine: the database and the table catalog over it.
+pub struct Engine {
+    pub db: Db,
+    pub catalog: Catalog,
+}
+
+static ENGINE: RwLock<Option<Arc<Engine>>> = RwLock::new(None);
+
+/// The open engine, or TDB_NOT_OPEN.
+pub fn engine() -> FfiResult<Arc<Engine>> {
+    ENGINE.read().clone().ok_or_else(|| {
+        FfiError::new(
+            Status::NotOpen,
+            "the TidesDB engine is not open (see the server's error log)",
+        )
+    })
+}
+
+/// `struct tdb_engine_options` of the header.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    pub write_buffer_size: u64,
+    pub block_cache_size: u64,
+    pub sync_mode: u32,
+    pub sync_interval_ms: u32,
+    pub background_threads: u32,
+    pub use_direct_reads: u32,
+}
+
+pub fn sync_mode(mode: u32, interval_ms: u32) -> SyncMode {
+    match mode {
+        0 => SyncMode::None,
+        1 => SyncMode::Interval {
+            millis: u64::from(interval_ms.max(1)),
+        },
+        _ => SyncMode::Full,
+    }
+}
+
+/// Opens the engine in `dir` (Rust entry point of `tdb_engine_open`, used by tests).
+pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
+    let mut slot = ENGINE.write();
+    if slot.is_some() {
+        return Err(FfiError::new(Status::Invalid, "the engine is already open"));
+    }
+    let defaults = DbOptions::default();
+    let options = DbOptions {
+        sync_mode: sync_mode(opts.sync_mode, opts.sync_interval_ms),
+        write_buffer_size: usize::try_from(opts.write_buffer_size)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(defaults.write_buffer_size),
+        block_cache_size: usize::try_from(opts.block_cache_size)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(defaults.block_cache_size),
+        background_threads: usize::try_from(opts.background_threads)
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(defaults.background_threads),
+        use_direct_reads: opts.use_direct_reads != 0,
+        ..defaults
+    };
+    let db = Db::open(dir, options)?;
+    let catalog = Catalog::open(&db)?;
+    *slot = Some(Arc::new(Engine { db, catalog }));
+    Ok(())
+}
+
+/// Closes the engine (Rust entry point of `tdb_engine_close`).
+pub fn close() -> FfiResult<()> {
+    let engine = ENGINE.write().take();
+    match engine {
+        Some(e) => Ok(e.db.close()?),
+        None => Ok(()),
+    }
+}
+
+/// # Safety
+/// `dir` must be a NUL-terminated string and `opts` NULL or a valid options struct.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_engine_open(dir: *const c_char, opts: *const EngineOptions) -> c_int {
+    guard(|| {
+        // SAFETY: the caller passes a NUL-terminated path.
+        let dir = unsafe { raw::str(dir) }?;
+        // SAFETY: NULL or a valid struct, by contract.
+        let opts = unsafe { opts.as_ref() }
+            .copied()
+            .ok_or_else(|| FfiError::new(Status::Invalid, "NULL options"))?;
+        open(dir, &opts)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_engine_close() -> c_int {
+    guard(close)
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_engine_set_sync_mode(mode: u32, interval_ms: u32) {
+    guard(|| {
+        engine()?.db.set_sync_mode(sync_mode(mode, interval_ms));
+        Ok(())
+    });
+}
+
+thread_local! {
+    static STATUS_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The text of SHOW ENGINE TIDESDB STATUS.
+pub fn status_text() -> FfiResult<String> {
+    let e = engine()?;
+    let mut out = String::new();
+    let tables = e.catalog.list_tables(&e.db)?;
+    let _ = writeln!(out, "tables: {}", tables.len());
+    for name in e.db.list_cfs() {
+        if let Some(cf) = e.db.cf(&name) {
+            let s = e.db.cf_stats(&cf);
+            let _ = writeln!(
+                out,
+                "column family {name}: ~{} keys, ~{} bytes on disk, {} bytes in memtables, {} table files",
+                s.approx_keys, s.approx_bytes, s.memtable_bytes, s.table_files
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// # Safety
+/// `out` must be valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_engine_status(out: *mut *const c_char) -> usize {
+    guard_value(0, || {
+        let mut text = status_text()?;
+        text.push('\0');
+        let len = text.len() - 1;
+        STATUS_TEXT.with(|cell| *cell.borrow_mut() = text);
+        let ptr = STATUS_TEXT.with(|cell| cell.borrow().as_ptr());
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
+        Ok(len)
+    })
+}

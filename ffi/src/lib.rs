@@ -1,0 +1,24 @@
+//! The C ABI over `tidesdb-core`, declared in `include/tidesdb_ffi.h`.
+//!
+//! This crate is where MariaDB's world of tables, statements and connections meets the
+//! engine's world of column families and transactions:
+//!
+//! - [`catalog`]: table names (`./db/t1`) to column families, persisted in the engine
+//!   itself, so CREATE / DROP / RENAME / TRUNCATE are atomic;
+//! - [`trx`]: one transaction per connection, with a savepoint per statement so that a
+//!   failing statement undoes only itself;
+//! - [`table`]: per-handler table handles, atomic multi-index row changes, point reads;
+//! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
+//! - [`status`]: status codes, the thread's last error message, and the guard that keeps
+//!   every panic on this side of the boundary.
+//!
+//! Every `extern "C"` function here runs its body inside [`status::guard`]; pointers
+//! from the caller are checked for NULL and never kept past the call.
+pub mod catalog;
+pub mod cursor;
+pub mod engine;
+pub mod status;
+pub mod table;
+pub mod trx;
+
+mod raw;

@@ -1,0 +1,416 @@
+//! Table DDL and per-handler table handles: atomic row changes and point reads.
+use std::ffi::{c_char, c_int};
+use std::sync::Arc;
+
+use tidesdb_core::{Cf, IterOptions, Txn};
+
+use crate::catalog::TableShared;
+use crate::engine::engine;
+use crate::raw;
+use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
+use crate::trx::Trx;
+
+/// `tdb_table` of the header: one per open handler.
+pub struct Table {
+    pub shared: Arc<TableShared>,
+    /// Holds the value of the last `tdb_get` for the caller to copy.
+    scratch: Vec<u8>,
+}
+
+/// `struct tdb_op` of the header.
+#[repr(C)]
+pub struct Op {
+    pub index: u32,
+    pub kind: u32,
+    pub key: *const u8,
+    pub key_len: usize,
+    pub value: *const u8,
+    pub value_len: usize,
+    pub unique_len: usize,
+}
+
+const OP_PUT: u32 = 0;
+const OP_DELETE: u32 = 1;
+
+/// The smallest key greater than every key that starts with `prefix`, or None when
+/// there is none (the prefix is all 0xFF).
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last != 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// True if a key other than `key` that starts with `key[..unique_len]` is visible to
+/// the transaction (or `key` itself when the whole key is the unique part).
+fn violates_unique(txn: &mut Txn, cf: &Cf, key: &[u8], unique_len: usize) -> FfiResult<bool> {
+    let unique = key
+        .get(..unique_len)
+        .ok_or_else(|| FfiError::new(Status::Invalid, "unique_len is longer than the key"))?;
+    if unique_len == key.len() {
+        return Ok(txn.get(cf, key)?.is_some());
+    }
+    let opts = IterOptions {
+        lower_bound: Some(unique.to_vec()),
+        upper_bound: prefix_successor(unique),
+    };
+    let mut it = txn.iter(cf, opts)?;
+    it.seek(unique);
+    while it.valid() && it.key().starts_with(unique) {
+        if it.key() != key {
+            return Ok(true);
+        }
+        it.next();
+    }
+    it.status()?;
+    Ok(false)
+}
+
+/// Applies `ops` atomically: on any error none of them stays applied. On a failed
+/// unique check the error is TDB_DUPLICATE and `failed` is that op's position.
+pub fn apply(txn: &mut Txn, table: &Table, ops: &[Op], failed: &mut usize) -> FfiResult<()> {
+    let sp = txn.savepoint();
+    let result = (|| -> FfiResult<()> {
+        for (i, op) in ops.iter().enumerate() {
+            *failed = i;
+            let cf = table.shared.cf(op.index)?;
+            // SAFETY: the shim passes key/value buffers valid for the call.
+            let key = unsafe { raw::bytes(op.key, op.key_len) }?;
+            match op.kind {
+                OP_PUT => {
+                    // SAFETY: as above.
+                    let value = unsafe { raw::bytes(op.value, op.value_len) }?;
+                    if op.unique_len > 0 && violates_unique(txn, &cf, key, op.unique_len)? {
+                        return Err(FfiError::quiet(Status::Duplicate));
+                    }
+                    txn.put(&cf, key, value)?;
+                }
+                OP_DELETE => txn.delete(&cf, key)?,
+                other => {
+                    return Err(FfiError::new(
+                        Status::Invalid,
+                        format!("unknown op kind {other}"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        txn.rollback_to(sp)?;
+    }
+    txn.release(sp)?;
+    result
+}
+
+// ---- DDL ----------------------------------------------------------------------------
+
+fn with_name(name: *const c_char, f: impl FnOnce(&str) -> FfiResult<()>) -> c_int {
+    guard(|| {
+        // SAFETY: the shim passes NUL-terminated names.
+        let name = unsafe { raw::str(name) }?;
+        f(name)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_create(
+    name: *const c_char,
+    n_indexes: u32,
+    auto_increment: u64,
+) -> c_int {
+    with_name(name, |name| {
+        let e = engine()?;
+        e.catalog.create(&e.db, name, n_indexes, auto_increment)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
+    with_name(name, |name| {
+        let e = engine()?;
+        e.catalog.drop_table(&e.db, name)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_int {
+    with_name(from, |from| {
+        // SAFETY: NUL-terminated by contract.
+        let to = unsafe { raw::str(to) }?;
+        let e = engine()?;
+        e.catalog.rename(&e.db, from, to)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_truncate(name: *const c_char) -> c_int {
+    with_name(name, |name| {
+        let e = engine()?;
+        e.catalog.truncate(&e.db, name)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_database_drop(db_path: *const c_char) -> c_int {
+    with_name(db_path, |path| {
+        let e = engine()?;
+        e.catalog.drop_database(&e.db, path)
+    })
+}
+
+// ---- Table handles -------------------------------------------------------------------
+
+/// # Safety
+/// `out` must be valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_open(name: *const c_char, out: *mut *mut Table) -> c_int {
+    with_name(name, |name| {
+        let e = engine()?;
+        let shared = e.catalog.open_table(&e.db, name)?;
+        let table = Box::new(Table {
+            shared,
+            scratch: Vec::new(),
+        });
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, Box::into_raw(table)) }
+    })
+}
+
+/// # Safety
+/// `table` must be NULL or a handle from `tdb_table_open`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_close(table: *mut Table) {
+    guard(|| {
+        if !table.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_table_open and freed once.
+            drop(unsafe { Box::from_raw(table) });
+        }
+        Ok(())
+    });
+}
+
+/// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
+    // SAFETY: NULL or a live handle by contract.
+    unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count())
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_next_rowid(table: *mut Table) -> u64 {
+    guard_value(0, || {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        table.shared.next_rowid(&engine()?.db)
+    })
+}
+
+/// Runs `f` on the shared state of a table handle; `fallback` on a bad handle.
+fn with_table<T>(table: *mut Table, fallback: T, f: impl FnOnce(&Table) -> T) -> T {
+    guard_value(fallback, || {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        Ok(f(table))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_autoinc_peek(table: *mut Table) -> u64 {
+    with_table(table, 0, |t| t.shared.autoinc_peek())
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_autoinc_seed(table: *mut Table, next: u64) -> u64 {
+    with_table(table, 1, |t| t.shared.autoinc_seed(next))
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_autoinc_reserve(
+    table: *mut Table,
+    n: u64,
+    offset: u64,
+    increment: u64,
+) -> u64 {
+    // u64::MAX tells the server that no value could be reserved.
+    with_table(table, u64::MAX, |t| {
+        t.shared.autoinc_reserve(n, offset, increment)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64) {
+    with_table(table, (), |t| t.shared.autoinc_observe(value))
+}
+
+/// `struct tdb_table_stats` of the header.
+#[repr(C)]
+pub struct TableStats {
+    pub approx_rows: u64,
+    pub data_bytes: u64,
+    pub index_bytes: u64,
+}
+
+/// # Safety
+/// `out` must be valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        let db = engine()?.db.clone();
+        let mut stats = TableStats {
+            approx_rows: 0,
+            data_bytes: 0,
+            index_bytes: 0,
+        };
+        for (i, cf) in table.shared.cfs().iter().enumerate() {
+            let s = db.cf_stats(cf);
+            if i == 0 {
+                stats.approx_rows = s.approx_keys;
+                stats.data_bytes = s.approx_bytes + s.memtable_bytes;
+            } else {
+                stats.index_bytes += s.approx_bytes + s.memtable_bytes;
+            }
+        }
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, stats) }
+    })
+}
+
+/// # Safety
+/// `lo`/`hi` must be NULL or point to `lo_len`/`hi_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_keys_in_range(
+    table: *mut Table,
+    index: u32,
+    lo: *const u8,
+    lo_len: usize,
+    hi: *const u8,
+    hi_len: usize,
+) -> u64 {
+    guard_value(0, || {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        let cf = table.shared.cf(index)?;
+        // SAFETY: NULL or valid buffers by contract.
+        let lo = (!lo.is_null())
+            .then(|| unsafe { raw::bytes(lo, lo_len) })
+            .transpose()?;
+        // SAFETY: as above.
+        let hi = (!hi.is_null())
+            .then(|| unsafe { raw::bytes(hi, hi_len) })
+            .transpose()?;
+        Ok(engine()?.db.approximate_keys_in_range(&cf, lo, hi))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        let db = engine()?.db.clone();
+        for cf in table.shared.cfs() {
+            db.compact_range(&cf, None, None)?;
+        }
+        Ok(())
+    })
+}
+
+// ---- Row changes and point reads -----------------------------------------------------
+
+/// # Safety
+/// `ops` must point to `n_ops` ops whose buffers are valid; `failed_op` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_apply(
+    trx: *mut Trx,
+    table: *mut Table,
+    ops: *const Op,
+    n_ops: usize,
+    failed_op: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        let ops: &[Op] = if n_ops == 0 {
+            &[]
+        } else if ops.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL ops"));
+        } else {
+            // SAFETY: `n_ops` valid ops by contract.
+            unsafe { std::slice::from_raw_parts(ops, n_ops) }
+        };
+        let mut failed = 0;
+        let result = apply(trx.txn()?, table, ops, &mut failed);
+        if !failed_op.is_null() {
+            // SAFETY: non-NULL and writable by contract.
+            unsafe { failed_op.write(failed) };
+        }
+        result
+    })
+}
+
+/// # Safety
+/// `key` must point to `key_len` bytes; `value`/`value_len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_get(
+    trx: *mut Trx,
+    table: *mut Table,
+    key: *const u8,
+    key_len: usize,
+    value: *mut *const u8,
+    value_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles and buffers by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        let cf = table.shared.cf(0)?;
+        match trx.txn()?.get(&cf, key)? {
+            None => Err(FfiError::quiet(Status::NotFound)),
+            Some(v) => {
+                table.scratch = v;
+                // SAFETY: writable by contract; scratch lives until the next call.
+                unsafe {
+                    raw::write_out(value, table.scratch.as_ptr())?;
+                    raw::write_out(value_len, table.scratch.len())
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
+    use crate::catalog::align_auto_increment;
+
+    #[test]
+    fn auto_increment_alignment_follows_the_server() {
+        assert_eq!(align_auto_increment(1, 1, 1), 1);
+        assert_eq!(align_auto_increment(7, 1, 1), 7);
+        assert_eq!(align_auto_increment(1, 3, 10), 3);
+        assert_eq!(align_auto_increment(4, 3, 10), 13);
+        assert_eq!(align_auto_increment(13, 3, 10), 13);
+        assert_eq!(align_auto_increment(14, 20, 10), 21);
+    }
+
+    #[test]
+    fn successor_of_prefixes() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(&[1, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF, 0xFF]), None);
+        assert_eq!(prefix_successor(b""), None);
+    }
+}

@@ -1,0 +1,237 @@
+//! One transaction per connection, as the handlerton sees it.
+//!
+//! The server's unit of atomicity is the statement inside the transaction: a failing
+//! statement must undo only its own changes. So each statement opens an engine
+//! savepoint ([`Trx::stmt_begin`]) that is released when it succeeds and rolled back
+//! to when it fails. User savepoints (SAVEPOINT / ROLLBACK TO / RELEASE) are engine
+//! savepoints too, named by ids the shim keeps in the server's savepoint area.
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+
+use tidesdb_core::{Isolation, Savepoint, Txn};
+
+use crate::engine::engine;
+use crate::raw;
+use crate::status::{guard, FfiError, FfiResult, Status};
+
+/// `tdb_trx` of the header.
+pub struct Trx {
+    txn: Option<Txn>,
+    isolation: Isolation,
+    stmt: Option<Savepoint>,
+    user: BTreeMap<u64, Savepoint>,
+    next_user_id: u64,
+}
+
+/// `enum tdb_isolation` to the engine's levels. READ UNCOMMITTED reads committed data
+/// (there is nothing weaker to give); SERIALIZABLE runs as snapshot isolation plus the
+/// shim's locking reads (see the README's isolation table).
+pub fn isolation(level: u32) -> Isolation {
+    match level {
+        0 | 1 => Isolation::ReadCommitted,
+        2 => Isolation::RepeatableRead,
+        _ => Isolation::Serializable,
+    }
+}
+
+impl Default for Trx {
+    fn default() -> Self {
+        Trx {
+            txn: None,
+            isolation: Isolation::RepeatableRead,
+            stmt: None,
+            user: BTreeMap::new(),
+            next_user_id: 1,
+        }
+    }
+}
+
+impl Trx {
+    pub fn begin(&mut self, level: Isolation) -> FfiResult<()> {
+        if self.txn.is_none() {
+            self.txn = Some(engine()?.db.begin(level));
+            self.isolation = level;
+        }
+        Ok(())
+    }
+
+    /// The active engine transaction.
+    pub fn txn(&mut self) -> FfiResult<&mut Txn> {
+        self.txn
+            .as_mut()
+            .ok_or_else(|| FfiError::new(Status::Invalid, "no active transaction"))
+    }
+
+    pub fn stmt_begin(&mut self) -> FfiResult<()> {
+        if self.stmt.is_some() {
+            return Ok(());
+        }
+        let isolation = self.isolation;
+        let txn = self.txn()?;
+        if isolation == Isolation::ReadCommitted {
+            txn.refresh_snapshot();
+        }
+        self.stmt = Some(txn.savepoint());
+        Ok(())
+    }
+
+    pub fn stmt_commit(&mut self) -> FfiResult<()> {
+        if let Some(sp) = self.stmt.take() {
+            self.txn()?.release(sp)?;
+        }
+        Ok(())
+    }
+
+    pub fn stmt_rollback(&mut self) -> FfiResult<()> {
+        if let Some(sp) = self.stmt.take() {
+            let txn = self.txn()?;
+            txn.rollback_to(sp)?;
+            txn.release(sp)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Option<Txn> {
+        self.stmt = None;
+        self.user.clear();
+        self.txn.take()
+    }
+
+    pub fn commit(&mut self) -> FfiResult<()> {
+        match self.finish() {
+            Some(txn) => Ok(txn.commit()?),
+            None => Ok(()),
+        }
+    }
+
+    pub fn rollback(&mut self) {
+        if let Some(txn) = self.finish() {
+            txn.rollback();
+        }
+    }
+
+    pub fn savepoint_set(&mut self) -> FfiResult<u64> {
+        let sp = self.txn()?.savepoint();
+        let id = self.next_user_id;
+        self.next_user_id += 1;
+        self.user.insert(id, sp);
+        Ok(id)
+    }
+
+    pub fn savepoint_rollback(&mut self, id: u64) -> FfiResult<()> {
+        let sp = *self.user.get(&id).ok_or_else(|| unknown_savepoint(id))?;
+        self.txn()?.rollback_to(sp)?;
+        // Savepoints set after this one are gone, as in the server.
+        self.user.retain(|&k, _| k <= id);
+        Ok(())
+    }
+
+    pub fn savepoint_release(&mut self, id: u64) -> FfiResult<()> {
+        let sp = self.user.remove(&id).ok_or_else(|| unknown_savepoint(id))?;
+        self.txn()?.release(sp)?;
+        self.user.retain(|&k, _| k < id);
+        Ok(())
+    }
+}
+
+fn unknown_savepoint(id: u64) -> FfiError {
+    FfiError::new(Status::Invalid, format!("unknown savepoint {id}"))
+}
+
+/// Runs `f` on the transaction behind a handle.
+fn with_trx(trx: *mut Trx, f: impl FnOnce(&mut Trx) -> FfiResult<()>) -> c_int {
+    guard(|| {
+        // SAFETY: the shim passes a live handle made by tdb_trx_new.
+        let trx = unsafe { raw::handle(trx) }?;
+        f(trx)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_new() -> *mut Trx {
+    Box::into_raw(Box::<Trx>::default())
+}
+
+/// # Safety
+/// `trx` must be NULL or a handle from `tdb_trx_new`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_free(trx: *mut Trx) {
+    guard(|| {
+        if !trx.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_trx_new and freed once.
+            let mut boxed = unsafe { Box::from_raw(trx) };
+            boxed.rollback();
+        }
+        Ok(())
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_begin(trx: *mut Trx, level: u32) -> c_int {
+    with_trx(trx, |t| t.begin(isolation(level)))
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_snapshot(trx: *mut Trx) -> c_int {
+    with_trx(trx, |t| {
+        t.txn()?.refresh_snapshot();
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_is_active(trx: *const Trx) -> c_int {
+    // SAFETY: NULL or a live handle by contract.
+    c_int::from(unsafe { trx.as_ref() }.is_some_and(|t| t.txn.is_some()))
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_stmt_begin(trx: *mut Trx) -> c_int {
+    with_trx(trx, Trx::stmt_begin)
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_stmt_commit(trx: *mut Trx) -> c_int {
+    with_trx(trx, Trx::stmt_commit)
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_stmt_rollback(trx: *mut Trx) -> c_int {
+    with_trx(trx, Trx::stmt_rollback)
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_commit(trx: *mut Trx) -> c_int {
+    with_trx(trx, Trx::commit)
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_rollback(trx: *mut Trx) -> c_int {
+    with_trx(trx, |t| {
+        t.rollback();
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `out_id` must be valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_savepoint_set(trx: *mut Trx, out_id: *mut u64) -> c_int {
+    with_trx(trx, |t| {
+        let id = t.savepoint_set()?;
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out_id, id) }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_savepoint_rollback(trx: *mut Trx, id: u64) -> c_int {
+    with_trx(trx, |t| t.savepoint_rollback(id))
+}
+
+#[no_mangle]
+pub extern "C" fn tdb_trx_savepoint_release(trx: *mut Trx, id: u64) -> c_int {
+    with_trx(trx, |t| t.savepoint_release(id))
+}

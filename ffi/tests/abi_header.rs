@@ -1,0 +1,57 @@
+//! `include/tidesdb_ffi.h` is the single source of the ABI: every function it declares
+//! must be exported by this crate under the same name, and nothing exported may be
+//! missing from it.
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+
+fn header_functions() -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(root.join("include/tidesdb_ffi.h")).expect("header");
+    let mut names = BTreeSet::new();
+    for token in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '(')) {
+        if let Some(name) = token.strip_suffix('(') {
+            if name.starts_with("tdb_") {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+fn exported_functions() -> BTreeSet<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut names = BTreeSet::new();
+    for entry in fs::read_dir(src).expect("src dir") {
+        let text = fs::read_to_string(entry.expect("entry").path()).expect("source");
+        for line in text.lines() {
+            if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
+                if line.trim_start().starts_with("pub") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| *c != '(' && *c != '<')
+                        .collect();
+                    names.insert(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn header_and_exports_agree() {
+    let declared = header_functions();
+    let exported = exported_functions();
+    let missing: Vec<_> = declared.difference(&exported).collect();
+    let undeclared: Vec<_> = exported.difference(&declared).collect();
+    assert!(
+        missing.is_empty(),
+        "declared in the header, not exported: {missing:?}"
+    );
+    assert!(
+        undeclared.is_empty(),
+        "exported, not declared in the header: {undeclared:?}"
+    );
+    assert!(declared.len() > 30, "parsed only {} names", declared.len());
+}

@@ -1,0 +1,49 @@
+/* errors: see errors.h. */
+#include "errors.h"
+#include "tidesdb_ffi.h"
+
+namespace tidesdb {
+
+int to_ha_error(int status, THD *thd) {
+  switch (status) {
+  case TDB_OK: return 0;
+  case TDB_NOT_FOUND: return HA_ERR_KEY_NOT_FOUND;
+  case TDB_END: return HA_ERR_END_OF_FILE;
+  case TDB_DUPLICATE: return HA_ERR_FOUND_DUPP_KEY;
+  case TDB_CONFLICT:
+    /* First committer wins: the statement's writes clash with a transaction that
+       committed after our snapshot. Retrying the transaction is the remedy, which
+       is what the server's deadlock error tells the application. */
+    if (thd) thd->mark_transaction_to_rollback(true);
+    return HA_ERR_LOCK_DEADLOCK;
+  case TDB_LOCK_TIMEOUT: return HA_ERR_LOCK_WAIT_TIMEOUT;
+  case TDB_DEADLOCK:
+    if (thd) thd->mark_transaction_to_rollback(true);
+    return HA_ERR_LOCK_DEADLOCK;
+  case TDB_NO_SUCH_TABLE: return HA_ERR_NO_SUCH_TABLE;
+  case TDB_TABLE_EXISTS: return HA_ERR_TABLE_EXIST;
+  case TDB_CORRUPTION: return HA_ERR_TIDESDB_CORRUPTION;
+  case TDB_IO_ERROR: return HA_ERR_TIDESDB_IO;
+  case TDB_READ_ONLY: return HA_ERR_TIDESDB_READ_ONLY;
+  case TDB_NOT_OPEN: return HA_ERR_TIDESDB_NOT_OPEN;
+  case TDB_ABORTED: return HA_ERR_ABORTED_BY_USER;
+  case TDB_INVALID:
+  case TDB_INTERNAL:
+  default: return HA_ERR_TIDESDB_INTERNAL;
+  }
+}
+
+const char *private_error_text(int ha_error) {
+  switch (ha_error) {
+  case HA_ERR_TIDESDB_CORRUPTION: return "TidesDB: data file corruption";
+  case HA_ERR_TIDESDB_IO: return "TidesDB: I/O error";
+  case HA_ERR_TIDESDB_READ_ONLY:
+    return "TidesDB: writes are refused after a failed sync; restart the server";
+  case HA_ERR_TIDESDB_INTERNAL: return "TidesDB: internal error";
+  case HA_ERR_TIDESDB_NOT_OPEN: return "TidesDB: the engine is not open";
+  case HA_ERR_TIDESDB_CONFLICT: return "TidesDB: write conflict";
+  default: return NULL;
+  }
+}
+
+}  // namespace tidesdb

@@ -1,0 +1,713 @@
+/*
+  ha_tidesdb: handler methods. See ha_tidesdb.h; the engine-wide hooks
+  (handlerton, transactions, system variables) are in tidesdb_plugin.cc.
+
+  Storage layout per table (docs/ARCHITECTURE.md):
+    engine index 0   rows:    key = primary key encoding (or 8-byte hidden row id),
+                              value = row_codec encoding of the record
+    engine index i   key i:   key = key columns encoding + primary key encoding,
+                              value = empty
+*/
+#include "ha_tidesdb.h"
+#include "errors.h"
+#include "key_codec.h"
+#include "row_codec.h"
+
+using namespace tidesdb;
+
+static const uint HIDDEN_PK_LEN = 8;
+
+ha_tidesdb::ha_tidesdb(handlerton *hton, TABLE_SHARE *share) : handler(hton, share) {}
+
+ha_tidesdb::~ha_tidesdb() {
+  close_cursor();
+  if (m_tbl) tdb_table_close(m_tbl);
+  my_free(m_scratch_rec);
+}
+
+int ha_tidesdb::fail(int status) {
+  int err = to_ha_error(status, ha_thd());
+  if (private_error_text(err)) {
+    m_last_error = tdb_last_error();
+    sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
+  }
+  return err;
+}
+
+bool ha_tidesdb::get_error_message(int error, String *buf) {
+  const char *text = private_error_text(error);
+  if (!text) return false;
+  buf->copy(text, strlen(text), system_charset_info);
+  if (!m_last_error.empty()) {
+    buf->append(STRING_WITH_LEN(": "));
+    buf->append(m_last_error.c_str(), m_last_error.size());
+  }
+  return false;
+}
+
+tdb_trx *ha_tidesdb::trx() { return get_trx(ha_thd(), true); }
+
+/* ---------------------------------------------------------------- capabilities */
+
+ulonglong ha_tidesdb::table_flags() const {
+  return HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+         HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
+         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER;
+}
+
+ulong ha_tidesdb::index_flags(uint idx, uint, bool) const {
+  ulong flags = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE;
+  if (table_share && idx == table_share->primary_key) flags |= HA_CLUSTERED_INDEX;
+  return flags;
+}
+
+/* ------------------------------------------------------------------------- DDL */
+
+int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
+  uint keys = form->s->keys;
+  uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
+  ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
+  int st = tdb_table_create(name, n_indexes, auto_inc);
+  return st ? fail(st) : 0;
+}
+
+int ha_tidesdb::delete_table(const char *name) {
+  int st = tdb_table_drop(name);
+  return st ? fail(st) : 0;
+}
+
+int ha_tidesdb::rename_table(const char *from, const char *to) {
+  int st = tdb_table_rename(from, to);
+  return st ? fail(st) : 0;
+}
+
+int ha_tidesdb::truncate() {
+  close_cursor();
+  int st = tdb_table_truncate(m_name.c_str());
+  return st ? fail(st) : 0;
+}
+
+void ha_tidesdb::update_create_info(HA_CREATE_INFO *info) {
+  if (!(info->used_fields & HA_CREATE_USED_AUTO) && table->found_next_number_field) {
+    info->auto_increment_value = ensure_auto_increment_seeded();
+  }
+}
+
+/* ------------------------------------------------------------------ open / lock */
+
+int ha_tidesdb::open(const char *name, int, uint) {
+  m_name = name;
+  if (!(m_share = static_cast<Tidesdb_share *>(get_ha_share_ptr()))) {
+    lock_shared_ha_data();
+    m_share = static_cast<Tidesdb_share *>(get_ha_share_ptr());
+    if (!m_share) {
+      m_share = new Tidesdb_share();
+      set_ha_share_ptr(m_share);
+    }
+    unlock_shared_ha_data();
+  }
+  thr_lock_data_init(&m_share->lock, &m_lock, NULL);
+
+  int st = tdb_table_open(name, &m_tbl);
+  if (st) return fail(st);
+
+  uint n_keys = table->s->keys;
+  m_hidden_pk = table->s->primary_key >= MAX_KEY;
+  uint expected = n_keys - (m_hidden_pk ? 0 : 1);
+  if (tdb_table_index_count(m_tbl) != expected) {
+    m_last_error = "the engine's catalog and the table definition disagree on the index count";
+    sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), name);
+    return HA_ERR_TIDESDB_CORRUPTION;
+  }
+  m_key_to_engine.assign(n_keys, 0);
+  uint next = 1;
+  for (uint k = 0; k < n_keys; k++) m_key_to_engine[k] = is_pk(k) ? 0 : next++;
+
+  m_pk_len = m_hidden_pk ? HIDDEN_PK_LEN
+                         : max_encoded_length(&table->key_info[table->s->primary_key],
+                                              table->key_info[table->s->primary_key]
+                                                  .user_defined_key_parts);
+  ref_length = m_pk_len;
+  m_scratch_rec = (uchar *)my_malloc(PSI_NOT_INSTRUMENTED, table->s->rec_buff_length,
+                                     MYF(MY_WME | MY_ZEROFILL));
+  if (!m_scratch_rec) return HA_ERR_OUT_OF_MEM;
+  m_keys.resize(n_keys + 1);
+  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
+  return 0;
+}
+
+int ha_tidesdb::close() {
+  close_cursor();
+  if (m_tbl) {
+    tdb_table_close(m_tbl);
+    m_tbl = nullptr;
+  }
+  return 0;
+}
+
+int ha_tidesdb::external_lock(THD *thd, int lock_type) {
+  if (lock_type == F_UNLCK) {
+    close_cursor();
+    return 0;
+  }
+  tdb_trx *t;
+  int st = begin_statement(thd, &t);
+  return st ? fail(st) : 0;
+}
+
+int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
+  tdb_trx *t;
+  int st = begin_statement(thd, &t);
+  return st ? fail(st) : 0;
+}
+
+THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
+                                       enum thr_lock_type lock_type) {
+  if (lock_type != TL_IGNORE && m_lock.type == TL_UNLOCK) {
+    /* Let concurrent writers through the server's table lock, as InnoDB does: the
+       engine isolates transactions itself. LOCK TABLES and tablespace operations
+       keep the lock they asked for. */
+    if (lock_type >= TL_WRITE_CONCURRENT_INSERT && lock_type <= TL_WRITE &&
+        !thd_in_lock_tables(thd) && !thd_tablespace_op(thd))
+      lock_type = TL_WRITE_ALLOW_WRITE;
+    else if (lock_type == TL_READ_NO_INSERT && !thd_in_lock_tables(thd))
+      lock_type = TL_READ;
+    m_lock.type = lock_type;
+  }
+  *to++ = &m_lock;
+  return to;
+}
+
+int ha_tidesdb::reset() {
+  close_cursor();
+  return 0;
+}
+
+int ha_tidesdb::extra(enum ha_extra_function operation) {
+  switch (operation) {
+  case HA_EXTRA_PREPARE_FOR_DROP:
+  case HA_EXTRA_PREPARE_FOR_RENAME:
+  case HA_EXTRA_FORCE_REOPEN:
+    close_cursor();
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------------- writes */
+
+void ha_tidesdb::encode_pk(const uchar *rec, std::string *out) {
+  out->clear();
+  KEY *pk = &table->key_info[table->s->primary_key];
+  encode_key_from_record(table, pk, pk->user_defined_key_parts, rec, out);
+}
+
+void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::string &pk,
+                                  std::string *out, size_t *unique_len) {
+  out->clear();
+  KEY *key = &table->key_info[keynr];
+  bool any_null = encode_key_from_record(table, key, key->user_defined_key_parts, rec, out);
+  /* NULL never equals NULL, so a key with a NULL part never clashes. */
+  *unique_len = (key->flags & HA_NOSAME) && !any_null ? out->size() : 0;
+  out->append(pk);
+}
+
+int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys) {
+  size_t failed = 0;
+  int st = tdb_apply(trx(), m_tbl, ops.data(), ops.size(), &failed);
+  if (st == TDB_DUPLICATE) {
+    m_dup_key = failed < op_keys.size() ? op_keys[failed] : 0;
+    errkey = m_dup_key;
+    return HA_ERR_FOUND_DUPP_KEY;
+  }
+  return st ? fail(st) : 0;
+}
+
+static tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
+                     size_t unique_len) {
+  tdb_op op;
+  op.index = index;
+  op.kind = TDB_OP_PUT;
+  op.key = (const uint8_t *)key.data();
+  op.key_len = key.size();
+  op.value = (const uint8_t *)value.data();
+  op.value_len = value.size();
+  op.unique_len = unique_len;
+  return op;
+}
+
+static tdb_op delete_op(uint32_t index, const std::string &key) {
+  tdb_op op;
+  op.index = index;
+  op.kind = TDB_OP_DELETE;
+  op.key = (const uint8_t *)key.data();
+  op.key_len = key.size();
+  op.value = nullptr;
+  op.value_len = 0;
+  op.unique_len = 0;
+  return op;
+}
+
+static const std::string EMPTY_VALUE;
+
+int ha_tidesdb::write_row(const uchar *buf) {
+  if (table->next_number_field && buf == table->record[0]) {
+    if (int err = update_auto_increment()) return err;
+  }
+  std::string pk;
+  if (m_hidden_pk) {
+    uint64_t rowid = tdb_table_next_rowid(m_tbl);
+    if (rowid == 0) return fail(TDB_INTERNAL);
+    pk.resize(HIDDEN_PK_LEN);
+    mi_int8store((uchar *)&pk[0], rowid);
+  } else {
+    encode_pk(buf, &pk);
+  }
+  encode_row(table, buf, &m_row_buf);
+
+  std::vector<tdb_op> ops;
+  std::vector<uint> op_keys;
+  ops.reserve(table->s->keys + 1);
+  ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size()));
+  op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
+  for (uint k = 0; k < table->s->keys; k++) {
+    if (is_pk(k)) continue;
+    size_t unique_len;
+    encode_secondary(k, buf, pk, &m_keys[k], &unique_len);
+    ops.push_back(put_op(engine_index(k), m_keys[k], EMPTY_VALUE, unique_len));
+    op_keys.push_back(k);
+  }
+  int err = apply_ops(ops, op_keys);
+  if (!err) {
+    m_last_pk = pk;
+    observe_auto_increment(buf);
+  }
+  return err;
+}
+
+int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
+  std::string old_pk, new_pk;
+  if (m_hidden_pk) {
+    old_pk = m_last_pk;
+    new_pk = m_last_pk;
+  } else {
+    encode_pk(old_data, &old_pk);
+    encode_pk(new_data, &new_pk);
+  }
+  encode_row(table, new_data, &m_row_buf);
+  bool pk_changed = old_pk != new_pk;
+
+  std::vector<tdb_op> ops;
+  std::vector<uint> op_keys;
+  std::vector<std::string> old_keys(table->s->keys);
+  ops.reserve(2 * table->s->keys + 2);
+  uint pk_keynr = m_hidden_pk ? MAX_KEY : table->s->primary_key;
+  if (pk_changed) {
+    ops.push_back(delete_op(0, old_pk));
+    op_keys.push_back(pk_keynr);
+  }
+  ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0));
+  op_keys.push_back(pk_keynr);
+  for (uint k = 0; k < table->s->keys; k++) {
+    if (is_pk(k)) continue;
+    size_t unique_len, old_unique_len;
+    encode_secondary(k, old_data, old_pk, &old_keys[k], &old_unique_len);
+    encode_secondary(k, new_data, new_pk, &m_keys[k], &unique_len);
+    if (old_keys[k] == m_keys[k]) continue;
+    ops.push_back(delete_op(engine_index(k), old_keys[k]));
+    op_keys.push_back(k);
+    ops.push_back(put_op(engine_index(k), m_keys[k], EMPTY_VALUE, unique_len));
+    op_keys.push_back(k);
+  }
+  int err = apply_ops(ops, op_keys);
+  if (!err) {
+    observe_auto_increment(new_data);
+    m_last_pk = new_pk;
+  }
+  return err;
+}
+
+int ha_tidesdb::delete_row(const uchar *buf) {
+  std::string pk;
+  if (m_hidden_pk)
+    pk = m_last_pk;
+  else
+    encode_pk(buf, &pk);
+  std::vector<tdb_op> ops;
+  std::vector<uint> op_keys;
+  ops.push_back(delete_op(0, pk));
+  op_keys.push_back(MAX_KEY);
+  for (uint k = 0; k < table->s->keys; k++) {
+    if (is_pk(k)) continue;
+    size_t unique_len;
+    encode_secondary(k, buf, pk, &m_keys[k], &unique_len);
+    ops.push_back(delete_op(engine_index(k), m_keys[k]));
+    op_keys.push_back(k);
+  }
+  return apply_ops(ops, op_keys);
+}
+
+/* ------------------------------------------------------------- AUTO_INCREMENT */
+
+void ha_tidesdb::observe_auto_increment(const uchar *rec) {
+  Field *f = table->found_next_number_field;
+  if (!f) return;
+  my_ptrdiff_t diff = rec - table->record[0];
+  f->move_field_offset(diff);
+  bool is_null = f->is_null();
+  longlong v = f->val_int();
+  bool is_unsigned = f->flags & UNSIGNED_FLAG;
+  f->move_field_offset(-diff);
+  if (is_null || (!is_unsigned && v <= 0)) return;
+  ensure_auto_increment_seeded();
+  tdb_table_autoinc_observe(m_tbl, (uint64_t)v);
+}
+
+ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
+  uint64_t current = tdb_table_autoinc_peek(m_tbl);
+  if (current) return current;
+  Field *f = table->found_next_number_field;
+  uint keynr = table->s->next_number_index;
+  uint64_t next = 1;
+  if (f && keynr < MAX_KEY) {
+    /* The largest stored value: the last entry of the key led by the column. Read
+       in a private transaction, so this works outside any statement too. */
+    tdb_trx *t = tdb_trx_new();
+    tdb_cursor *c = nullptr;
+    bool desc = table->key_info[keynr].key_part[0].key_part_flag & HA_REVERSE_SORT;
+    if (t && !tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) &&
+        !tdb_cursor_open(t, m_tbl, engine_index(keynr), &c) &&
+        !tdb_cursor_seek(c, desc ? TDB_SEEK_FIRST : TDB_SEEK_LAST, nullptr, 0)) {
+      const uint8_t *k, *v;
+      size_t klen, vlen;
+      if (!tdb_cursor_entry(c, &k, &klen, &v, &vlen)) {
+        std::string row;
+        bool found = true;
+        if (engine_index(keynr) == 0) {
+          row.assign((const char *)v, vlen);
+        } else if (klen >= m_pk_len) {
+          const uint8_t *rv;
+          size_t rlen;
+          found = !tdb_get(t, m_tbl, k + klen - m_pk_len, m_pk_len, &rv, &rlen);
+          if (found) row.assign((const char *)rv, rlen);
+        } else {
+          found = false;
+        }
+        if (found && decode_row(table, row, m_scratch_rec)) {
+          my_ptrdiff_t diff = m_scratch_rec - table->record[0];
+          f->move_field_offset(diff);
+          longlong val = f->is_null() ? 0 : f->val_int();
+          bool is_unsigned = f->flags & UNSIGNED_FLAG;
+          f->move_field_offset(-diff);
+          if (is_unsigned || val > 0) next = (uint64_t)val + 1;
+        }
+      }
+    }
+    if (c) tdb_cursor_close(c);
+    if (t) tdb_trx_free(t);
+  }
+  return tdb_table_autoinc_seed(m_tbl, next);
+}
+
+void ha_tidesdb::get_auto_increment(ulonglong offset, ulonglong increment,
+                                    ulonglong nb_desired_values, ulonglong *first_value,
+                                    ulonglong *nb_reserved_values) {
+  ensure_auto_increment_seeded();
+  if (nb_desired_values == 0) nb_desired_values = 1;
+  *first_value = tdb_table_autoinc_reserve(m_tbl, nb_desired_values, offset, increment);
+  *nb_reserved_values = nb_desired_values;
+}
+
+/* ------------------------------------------------------------------- reading */
+
+int ha_tidesdb::open_cursor(uint engine_idx) {
+  if (m_cursor && m_cursor_index == engine_idx) return 0;
+  close_cursor();
+  int st = tdb_cursor_open(trx(), m_tbl, engine_idx, &m_cursor);
+  if (st) {
+    m_cursor = nullptr;
+    return fail(st);
+  }
+  m_cursor_index = engine_idx;
+  m_cursor_positioned = false;
+  return 0;
+}
+
+void ha_tidesdb::close_cursor() {
+  if (m_cursor) {
+    tdb_cursor_close(m_cursor);
+    m_cursor = nullptr;
+  }
+  m_cursor_positioned = false;
+}
+
+int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
+  std::string &slot = m_value[buf == table->record[1] ? 1 : 0];
+  slot.assign((const char *)value, len);
+  if (!decode_row(table, slot, buf)) {
+    m_last_error = "a stored row does not match the table definition";
+    sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
+    return HA_ERR_TIDESDB_CORRUPTION;
+  }
+  return 0;
+}
+
+int ha_tidesdb::read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len) {
+  const uint8_t *value;
+  size_t len;
+  int st = tdb_get(trx(), m_tbl, pk, pk_len, &value, &len);
+  if (st) return fail(st);
+  m_last_pk.assign((const char *)pk, pk_len);
+  return unpack_row(buf, value, len);
+}
+
+int ha_tidesdb::read_cursor_row(uchar *buf) {
+  const uint8_t *k, *v;
+  size_t klen, vlen;
+  int st = tdb_cursor_entry(m_cursor, &k, &klen, &v, &vlen);
+  if (st) return fail(st);
+  if (m_cursor_index == 0) {
+    m_last_pk.assign((const char *)k, klen);
+    return unpack_row(buf, v, vlen);
+  }
+  if (klen < m_pk_len) {
+    m_last_error = "an index entry is shorter than its primary key";
+    return HA_ERR_TIDESDB_CORRUPTION;
+  }
+  int err = read_row_by_pk(buf, k + klen - m_pk_len, m_pk_len);
+  if (err == HA_ERR_KEY_NOT_FOUND) {
+    m_last_error = "an index entry points to a missing row";
+    sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
+    return HA_ERR_TIDESDB_CORRUPTION;
+  }
+  return err;
+}
+
+int ha_tidesdb::rnd_init(bool scan) {
+  close_cursor();
+  m_rnd_started = false;
+  return scan ? open_cursor(0) : 0;
+}
+
+int ha_tidesdb::rnd_next(uchar *buf) {
+  if (!m_cursor) {
+    if (int err = open_cursor(0)) return err;
+  }
+  int st = m_rnd_started ? tdb_cursor_next(m_cursor)
+                         : tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
+  m_rnd_started = true;
+  if (st == TDB_END) return HA_ERR_END_OF_FILE;
+  if (st) return fail(st);
+  return read_cursor_row(buf);
+}
+
+int ha_tidesdb::rnd_end() {
+  close_cursor();
+  m_rnd_started = false;
+  return 0;
+}
+
+void ha_tidesdb::position(const uchar *record) {
+  std::string pk;
+  if (m_hidden_pk)
+    pk = m_last_pk;
+  else
+    encode_pk(record, &pk);
+  memset(ref, 0, ref_length);
+  memcpy(ref, pk.data(), std::min<size_t>(pk.size(), ref_length));
+}
+
+int ha_tidesdb::rnd_pos(uchar *buf, uchar *pos) {
+  int err = read_row_by_pk(buf, pos, ref_length);
+  return err == HA_ERR_KEY_NOT_FOUND ? HA_ERR_RECORD_DELETED : err;
+}
+
+int ha_tidesdb::index_init(uint idx, bool) {
+  active_index = idx;
+  return open_cursor(engine_index(idx));
+}
+
+int ha_tidesdb::index_end() {
+  close_cursor();
+  active_index = MAX_KEY;
+  return 0;
+}
+
+static uint32_t seek_mode(enum ha_rkey_function flag) {
+  switch (flag) {
+  case HA_READ_KEY_EXACT:
+  case HA_READ_KEY_OR_NEXT:
+  case HA_READ_PREFIX:
+    return TDB_SEEK_GE;
+  case HA_READ_AFTER_KEY:
+    return TDB_SEEK_GT_PREFIX;
+  case HA_READ_KEY_OR_PREV:
+  case HA_READ_PREFIX_LAST:
+  case HA_READ_PREFIX_LAST_OR_PREV:
+    return TDB_SEEK_LE_PREFIX;
+  case HA_READ_BEFORE_KEY:
+    return TDB_SEEK_LT;
+  default:
+    return UINT32_MAX;
+  }
+}
+
+int ha_tidesdb::index_read_map(uchar *buf, const uchar *key, key_part_map keypart_map,
+                               enum ha_rkey_function find_flag) {
+  KEY *key_info = &table->key_info[active_index];
+  m_search_key.clear();
+  uint n_parts = encode_key_from_image(table, key_info, key, keypart_map, m_scratch_rec,
+                                       &m_search_key);
+  /* A whole primary key: one point read, no cursor. */
+  if (is_pk(active_index) && find_flag == HA_READ_KEY_EXACT &&
+      n_parts == key_info->user_defined_key_parts) {
+    m_cursor_positioned = false;
+    return read_row_by_pk(buf, (const uint8_t *)m_search_key.data(), m_search_key.size());
+  }
+  uint32_t mode = seek_mode(find_flag);
+  if (mode == UINT32_MAX) return HA_ERR_WRONG_COMMAND;
+  if (!m_cursor) {
+    if (int err = open_cursor(engine_index(active_index))) return err;
+  }
+  int st = tdb_cursor_seek(m_cursor, mode, (const uint8_t *)m_search_key.data(),
+                           m_search_key.size());
+  m_cursor_positioned = st == TDB_OK;
+  if (st == TDB_END) return HA_ERR_KEY_NOT_FOUND;
+  if (st) return fail(st);
+  if (find_flag == HA_READ_KEY_EXACT || find_flag == HA_READ_PREFIX ||
+      find_flag == HA_READ_PREFIX_LAST) {
+    const uint8_t *k, *v;
+    size_t klen, vlen;
+    if ((st = tdb_cursor_entry(m_cursor, &k, &klen, &v, &vlen))) return fail(st);
+    if (klen < m_search_key.size() || memcmp(k, m_search_key.data(), m_search_key.size()))
+      return HA_ERR_KEY_NOT_FOUND;
+  }
+  return read_cursor_row(buf);
+}
+
+int ha_tidesdb::index_read_last_map(uchar *buf, const uchar *key, key_part_map keypart_map) {
+  return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST);
+}
+
+int ha_tidesdb::index_next(uchar *buf) {
+  int st;
+  if (!m_cursor_positioned) {
+    /* After a point read: continue after that row. */
+    if (!m_cursor) {
+      if (int err = open_cursor(engine_index(active_index))) return err;
+    }
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_GT_PREFIX, (const uint8_t *)m_last_pk.data(),
+                         m_last_pk.size());
+  } else {
+    st = tdb_cursor_next(m_cursor);
+  }
+  m_cursor_positioned = st == TDB_OK;
+  if (st == TDB_END) return HA_ERR_END_OF_FILE;
+  if (st) return fail(st);
+  return read_cursor_row(buf);
+}
+
+int ha_tidesdb::index_prev(uchar *buf) {
+  int st;
+  if (!m_cursor_positioned) {
+    if (!m_cursor) {
+      if (int err = open_cursor(engine_index(active_index))) return err;
+    }
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_LT, (const uint8_t *)m_last_pk.data(),
+                         m_last_pk.size());
+  } else {
+    st = tdb_cursor_prev(m_cursor);
+  }
+  m_cursor_positioned = st == TDB_OK;
+  if (st == TDB_END) return HA_ERR_END_OF_FILE;
+  if (st) return fail(st);
+  return read_cursor_row(buf);
+}
+
+int ha_tidesdb::index_first(uchar *buf) {
+  if (!m_cursor) {
+    if (int err = open_cursor(engine_index(active_index))) return err;
+  }
+  int st = tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
+  m_cursor_positioned = st == TDB_OK;
+  if (st == TDB_END) return HA_ERR_END_OF_FILE;
+  if (st) return fail(st);
+  return read_cursor_row(buf);
+}
+
+int ha_tidesdb::index_last(uchar *buf) {
+  if (!m_cursor) {
+    if (int err = open_cursor(engine_index(active_index))) return err;
+  }
+  int st = tdb_cursor_seek(m_cursor, TDB_SEEK_LAST, nullptr, 0);
+  m_cursor_positioned = st == TDB_OK;
+  if (st == TDB_END) return HA_ERR_END_OF_FILE;
+  if (st) return fail(st);
+  return read_cursor_row(buf);
+}
+
+/* ------------------------------------------------------- statistics, admin */
+
+int ha_tidesdb::info(uint flag) {
+  if (!m_tbl) return 0;
+  if (flag & HA_STATUS_VARIABLE) {
+    struct tdb_table_stats s;
+    if (!tdb_table_stats(m_tbl, &s)) {
+      /* Never 0 unless asked for time/open info: the optimizer treats 0 and 1 as
+         exact (InnoDB does the same). */
+      stats.records = s.approx_rows ? s.approx_rows : 1;
+      stats.deleted = 0;
+      stats.data_file_length = s.data_bytes;
+      stats.index_file_length = s.index_bytes;
+      stats.mean_rec_length =
+          (ulong)(stats.records ? s.data_bytes / stats.records : 0);
+    }
+  }
+  if (flag & HA_STATUS_CONST) {
+    stats.block_size = 8192;
+  }
+  if (flag & HA_STATUS_ERRKEY) {
+    errkey = m_dup_key;
+  }
+  if ((flag & HA_STATUS_AUTO) && table->found_next_number_field) {
+    stats.auto_increment_value = ensure_auto_increment_seeded();
+  }
+  return 0;
+}
+
+ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
+                                     const key_range *max_key, page_range *) {
+  KEY *key_info = &table->key_info[inx];
+  std::string lo, hi;
+  if (min_key)
+    encode_key_from_image(table, key_info, min_key->key, min_key->keypart_map, m_scratch_rec,
+                          &lo);
+  if (max_key)
+    encode_key_from_image(table, key_info, max_key->key, max_key->keypart_map, m_scratch_rec,
+                          &hi);
+  uint64_t n = tdb_table_keys_in_range(
+      m_tbl, engine_index(inx), min_key ? (const uint8_t *)lo.data() : nullptr, lo.size(),
+      max_key ? (const uint8_t *)hi.data() : nullptr, hi.size());
+  return n ? (ha_rows)n : 1;
+}
+
+double ha_tidesdb::scan_time() {
+  return (double)(stats.data_file_length / IO_SIZE) + (double)stats.records / 20.0 + 2;
+}
+
+double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
+  if (index == table->s->primary_key) return (double)ranges + (double)rows / 20.0;
+  return (double)ranges + (double)rows;
+}
+
+int ha_tidesdb::analyze(THD *, HA_CHECK_OPT *) {
+  info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
+  return HA_ADMIN_OK;
+}
+
+int ha_tidesdb::optimize(THD *, HA_CHECK_OPT *) {
+  int st = tdb_table_compact(m_tbl);
+  return st ? HA_ADMIN_FAILED : HA_ADMIN_OK;
+}

@@ -1,0 +1,151 @@
+/*
+  ha_tidesdb: the MariaDB handler of the TidesDB engine.
+
+  This class only translates. Rows and keys become bytes here (row_codec,
+  key_codec); everything that stores, orders, versions or locks them lives in the
+  Rust engine behind tidesdb_ffi.h. One handler object exists per open table
+  instance; the transaction it works in belongs to the connection (THD) and is
+  found through tidesdb::get_trx(), never kept past a statement.
+*/
+#ifndef HA_TIDESDB_H
+#define HA_TIDESDB_H
+
+#include "tidesdb_server.h"
+#include "tidesdb_ffi.h"
+#include <string>
+#include <vector>
+
+namespace tidesdb {
+/* The connection's transaction; created on first use when create is true. */
+tdb_trx *get_trx(THD *thd, bool create);
+/* Starts (if needed) the connection's transaction and its current statement, and
+   registers the engine with the server's transaction coordinator. */
+int begin_statement(THD *thd, tdb_trx **out);
+}  // namespace tidesdb
+
+/* Per-table state shared by all handlers of one TABLE_SHARE: the server's table
+   lock structure. */
+class Tidesdb_share : public Handler_share {
+public:
+  THR_LOCK lock;
+  Tidesdb_share() { thr_lock_init(&lock); }
+  ~Tidesdb_share() override { thr_lock_delete(&lock); }
+};
+
+class ha_tidesdb final : public handler {
+public:
+  ha_tidesdb(handlerton *hton, TABLE_SHARE *share);
+  ~ha_tidesdb() override;
+
+  /* ---- capabilities ---- */
+  const char *index_type(uint) override { return "LSM"; }
+  ulonglong table_flags() const override;
+  ulong index_flags(uint idx, uint part, bool all_parts) const override;
+  uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
+  uint max_supported_keys() const override { return MAX_INDEXES; }
+  uint max_supported_key_parts() const override { return MAX_REF_PARTS; }
+  uint max_supported_key_length() const override { return 3072; }
+  uint max_supported_key_part_length() const override { return 3072; }
+  uint8 table_cache_type() override { return HA_CACHE_TBL_NOCACHE; }
+  bool get_error_message(int error, String *buf) override;
+
+  /* ---- DDL ---- */
+  int create(const char *name, TABLE *form, HA_CREATE_INFO *info) override;
+  int delete_table(const char *name) override;
+  int rename_table(const char *from, const char *to) override;
+  int truncate() override;
+  int delete_all_rows() override { return HA_ERR_WRONG_COMMAND; }
+  void update_create_info(HA_CREATE_INFO *info) override;
+
+  /* ---- open / lock ---- */
+  int open(const char *name, int mode, uint test_if_locked) override;
+  int close() override;
+  int external_lock(THD *thd, int lock_type) override;
+  int start_stmt(THD *thd, thr_lock_type lock_type) override;
+  THR_LOCK_DATA **store_lock(THD *thd, THR_LOCK_DATA **to, enum thr_lock_type lock_type) override;
+  int reset() override;
+  int extra(enum ha_extra_function operation) override;
+
+  /* ---- writes ---- */
+  int write_row(const uchar *buf) override;
+  int update_row(const uchar *old_data, const uchar *new_data) override;
+  int delete_row(const uchar *buf) override;
+  void get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired_values,
+                          ulonglong *first_value, ulonglong *nb_reserved_values) override;
+
+  /* ---- full scans and positions ---- */
+  int rnd_init(bool scan) override;
+  int rnd_next(uchar *buf) override;
+  int rnd_end() override;
+  int rnd_pos(uchar *buf, uchar *pos) override;
+  void position(const uchar *record) override;
+
+  /* ---- index reads ---- */
+  int index_init(uint idx, bool sorted) override;
+  int index_end() override;
+  int index_read_map(uchar *buf, const uchar *key, key_part_map keypart_map,
+                     enum ha_rkey_function find_flag) override;
+  int index_read_last_map(uchar *buf, const uchar *key, key_part_map keypart_map) override;
+  int index_next(uchar *buf) override;
+  int index_prev(uchar *buf) override;
+  int index_first(uchar *buf) override;
+  int index_last(uchar *buf) override;
+
+  /* ---- statistics and maintenance ---- */
+  int info(uint flag) override;
+  ha_rows records_in_range(uint inx, const key_range *min_key, const key_range *max_key,
+                           page_range *pages) override;
+  double scan_time() override;
+  double read_time(uint index, uint ranges, ha_rows rows) override;
+  int analyze(THD *thd, HA_CHECK_OPT *check_opt) override;
+  int optimize(THD *thd, HA_CHECK_OPT *check_opt) override;
+
+private:
+  /* Remembers a failed engine call's message and returns its HA_ERR_* code. */
+  int fail(int status);
+  tdb_trx *trx();
+  bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }
+  /* The engine index (0 = rows) holding MariaDB key keynr. */
+  uint engine_index(uint keynr) const { return m_key_to_engine[keynr]; }
+
+  void encode_pk(const uchar *rec, std::string *out);
+  /* Secondary key entry of keynr for rec: key columns then pk. Sets *unique_len
+     to the part that must be unique (0 when not unique or any part is NULL). */
+  void encode_secondary(uint keynr, const uchar *rec, const std::string &pk, std::string *out,
+                        size_t *unique_len);
+  int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
+
+  int open_cursor(uint engine_idx);
+  void close_cursor();
+  /* Reads the row of the cursor's current entry into buf. */
+  int read_cursor_row(uchar *buf);
+  int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
+  int unpack_row(uchar *buf, const uint8_t *value, size_t len);
+  void observe_auto_increment(const uchar *rec);
+  ulonglong ensure_auto_increment_seeded();
+
+  THR_LOCK_DATA m_lock;
+  Tidesdb_share *m_share = nullptr;
+  tdb_table *m_tbl = nullptr;
+  tdb_cursor *m_cursor = nullptr;
+  uint m_cursor_index = 0;
+  /* After a point read by primary key the cursor is not positioned; index_next /
+     index_prev then seek from m_last_pk. */
+  bool m_cursor_positioned = false;
+  bool m_rnd_started = false;
+  bool m_hidden_pk = false;
+  uint m_pk_len = 0;
+  std::vector<uint> m_key_to_engine;
+  uchar *m_scratch_rec = nullptr;
+
+  std::string m_search_key;
+  std::string m_last_pk;  /* primary key (or hidden row id) of the last row read */
+  std::string m_row_buf;
+  std::string m_value[2]; /* bytes behind the BLOB pointers of record[0] / record[1] */
+  std::vector<std::string> m_keys;
+  std::string m_last_error;
+  uint m_dup_key = 0;
+  std::string m_name;
+};
+
+#endif

@@ -1,0 +1,121 @@
+/* key_codec: see key_codec.h for the format. */
+#include "key_codec.h"
+
+namespace tidesdb {
+
+static bool is_collated_string(const Field *f) {
+  switch (f->real_type()) {
+  case MYSQL_TYPE_VARCHAR:
+  case MYSQL_TYPE_VAR_STRING:
+  case MYSQL_TYPE_STRING:
+  case MYSQL_TYPE_TINY_BLOB:
+  case MYSQL_TYPE_MEDIUM_BLOB:
+  case MYSQL_TYPE_LONG_BLOB:
+  case MYSQL_TYPE_BLOB:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Bytes of the image of a part (without the null marker). */
+static uint image_length(const KEY_PART_INFO *kp) {
+  const Field *f = kp->field;
+  if (is_collated_string(f)) {
+    CHARSET_INFO *cs = f->charset();
+    if (cs == &my_charset_bin) return kp->length + 2;
+    return (uint)cs->strnxfrmlen(kp->length);
+  }
+  return f->sort_length();
+}
+
+uint max_encoded_length(const KEY *key, uint n_parts) {
+  uint len = 0;
+  for (uint i = 0; i < n_parts; i++) {
+    const KEY_PART_INFO *kp = &key->key_part[i];
+    len += (kp->null_bit ? 1 : 0) + image_length(kp);
+  }
+  return len;
+}
+
+/* Appends the image of string field f (already pointing at the record). */
+static void encode_string(const KEY_PART_INFO *kp, Field *f, std::string *out) {
+  CHARSET_INFO *cs = f->charset();
+  String tmp;
+  String *val = f->val_str(&tmp, &tmp);
+  const char *ptr = val ? val->ptr() : "";
+  size_t len = val ? val->length() : 0;
+  uint char_len = kp->length / cs->mbmaxlen;
+  /* A prefix part (KEY(a(10))) keys on the first characters only. */
+  size_t prefix_bytes = cs->charpos(ptr, ptr + len, char_len);
+  if (prefix_bytes < len) len = prefix_bytes;
+  if (len > kp->length) len = kp->length;
+
+  size_t pos = out->size();
+  if (cs == &my_charset_bin) {
+    out->append(ptr, len);
+    out->append(kp->length - len, '\0');
+    out->push_back((char)((len >> 8) & 0xFF));
+    out->push_back((char)(len & 0xFF));
+    return;
+  }
+  size_t dst_len = cs->strnxfrmlen(kp->length);
+  out->resize(pos + dst_len);
+  size_t n = cs->strnxfrm((uchar *)&(*out)[pos], dst_len, char_len, (const uchar *)ptr, len,
+                          MY_STRXFRM_PAD_WITH_SPACE | MY_STRXFRM_PAD_TO_MAXLEN);
+  if (n < dst_len) memset(&(*out)[pos + n], 0, dst_len - n);
+}
+
+static bool encode_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table,
+                        std::string *out) {
+  Field *f = kp->field;
+  size_t start = out->size();
+  bool is_null = false;
+  my_ptrdiff_t diff = rec - table->record[0];
+  f->move_field_offset(diff);
+  if (kp->null_bit && f->is_null()) {
+    out->push_back('\0');
+    is_null = true;
+  } else {
+    if (kp->null_bit) out->push_back('\1');
+    if (is_collated_string(f)) {
+      encode_string(kp, f, out);
+    } else {
+      uint len = f->sort_length();
+      size_t pos = out->size();
+      out->resize(pos + len);
+      f->sort_string((uchar *)&(*out)[pos], len);
+    }
+  }
+  f->move_field_offset(-diff);
+  if (kp->key_part_flag & HA_REVERSE_SORT) {
+    for (size_t i = start; i < out->size(); i++) (*out)[i] = (char)~(uchar)(*out)[i];
+  }
+  return is_null;
+}
+
+bool encode_key_from_record(TABLE *table, const KEY *key, uint n_parts, const uchar *rec,
+                            std::string *out) {
+  bool any_null = false;
+  for (uint i = 0; i < n_parts; i++) {
+    if (encode_part(&key->key_part[i], rec, table, out)) any_null = true;
+  }
+  return any_null;
+}
+
+uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image, key_part_map keypart_map,
+                           uchar *scratch_rec, std::string *out) {
+  uint n_parts = 0;
+  uint image_len = 0;
+  while (n_parts < key->user_defined_key_parts && (keypart_map & 1)) {
+    image_len += key->key_part[n_parts].store_length;
+    n_parts++;
+    keypart_map >>= 1;
+  }
+  if (n_parts == 0) return 0;
+  key_restore(scratch_rec, image, key, image_len);
+  encode_key_from_record(table, key, n_parts, scratch_rec, out);
+  return n_parts;
+}
+
+}  // namespace tidesdb

@@ -1,0 +1,267 @@
+/*
+  tidesdb_plugin: the plugin declaration, the handlerton (engine-wide hooks:
+  transactions, savepoints, DROP DATABASE, SHOW ENGINE STATUS) and the system
+  variables. Per-table work is in ha_tidesdb.cc.
+
+  Transactions (handler-api-map.md §1.4): each connection has one engine
+  transaction (tdb_trx), stored with thd_set_ha_data. Every statement that uses a
+  TidesDB table registers the engine for the statement and, inside BEGIN or with
+  autocommit off, for the transaction; the server then calls commit/rollback with
+  all=false at each statement end and all=true at COMMIT/ROLLBACK.
+*/
+#include "ha_tidesdb.h"
+#include "errors.h"
+
+using namespace tidesdb;
+
+static handlerton *tidesdb_hton = nullptr;
+
+/* The engine's folder inside the datadir; not a database (hidden from SHOW DATABASES
+   through @@ignore_db_dirs, as MyRocks does with its own). */
+static const char ENGINE_DIR_NAME[] = "#tidesdb";
+/* Exported by mariadbd (sql_show.cc) but not declared in a header plugins include. */
+void ignore_db_dirs_append(const char *dirname_arg);
+
+/* ---------------------------------------------------------- system variables */
+
+static const char *sync_mode_names[] = {"NONE", "INTERVAL", "FULL", NullS};
+static TYPELIB sync_mode_typelib = {array_elements(sync_mode_names) - 1, "sync_mode_typelib",
+                                    sync_mode_names, NULL};
+static ulong sysvar_sync_mode = TDB_SYNC_FULL;
+static uint sysvar_sync_interval_ms = 1000;
+static ulonglong sysvar_write_buffer_size = 64ULL << 20;
+static ulonglong sysvar_block_cache_size = 256ULL << 20;
+static uint sysvar_background_threads = 2;
+
+static void update_sync_mode(THD *, struct st_mysql_sys_var *, void *var_ptr,
+                             const void *save) {
+  *(ulong *)var_ptr = *(const ulong *)save;
+  tdb_engine_set_sync_mode((uint32_t)sysvar_sync_mode, sysvar_sync_interval_ms);
+}
+
+static void update_sync_interval(THD *, struct st_mysql_sys_var *, void *var_ptr,
+                                 const void *save) {
+  *(uint *)var_ptr = *(const uint *)save;
+  tdb_engine_set_sync_mode((uint32_t)sysvar_sync_mode, sysvar_sync_interval_ms);
+}
+
+static MYSQL_SYSVAR_ENUM(sync_mode, sysvar_sync_mode, PLUGIN_VAR_RQCMDARG,
+                         "When a commit reaches the disk: NONE (left to the OS), INTERVAL "
+                         "(a background sync every tidesdb_sync_interval_ms, like "
+                         "innodb_flush_log_at_trx_commit=2) or FULL (every commit is durable "
+                         "when it returns; concurrent commits share one fsync)",
+                         NULL, update_sync_mode, TDB_SYNC_FULL, &sync_mode_typelib);
+static MYSQL_SYSVAR_UINT(sync_interval_ms, sysvar_sync_interval_ms, PLUGIN_VAR_RQCMDARG,
+                         "Milliseconds between background syncs in INTERVAL sync mode", NULL,
+                         update_sync_interval, 1000, 1, 60000, 0);
+static MYSQL_SYSVAR_ULONGLONG(write_buffer_size, sysvar_write_buffer_size,
+                              PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                              "Bytes of memtable per column family before it is flushed to a "
+                              "sorted table file",
+                              NULL, NULL, 64ULL << 20, 1ULL << 20, 1ULL << 40, 0);
+static MYSQL_SYSVAR_ULONGLONG(block_cache_size, sysvar_block_cache_size,
+                              PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                              "Bytes of the cache of table file blocks", NULL, NULL,
+                              256ULL << 20, 1ULL << 20, 1ULL << 50, 0);
+static MYSQL_SYSVAR_UINT(background_threads, sysvar_background_threads,
+                         PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                         "Threads that flush memtables and compact table files", NULL, NULL, 2,
+                         1, 64, 0);
+
+static struct st_mysql_sys_var *tidesdb_system_variables[] = {
+    MYSQL_SYSVAR(sync_mode),          MYSQL_SYSVAR(sync_interval_ms),
+    MYSQL_SYSVAR(write_buffer_size),  MYSQL_SYSVAR(block_cache_size),
+    MYSQL_SYSVAR(background_threads), NULL};
+
+/* ------------------------------------------------------------ transactions */
+
+namespace tidesdb {
+
+tdb_trx *get_trx(THD *thd, bool create) {
+  tdb_trx *trx = static_cast<tdb_trx *>(thd_get_ha_data(thd, tidesdb_hton));
+  if (!trx && create) {
+    trx = tdb_trx_new();
+    thd_set_ha_data(thd, tidesdb_hton, trx);
+  }
+  return trx;
+}
+
+static uint32_t isolation_of(THD *thd) {
+  switch (thd_tx_isolation(thd)) {
+  case ISO_READ_UNCOMMITTED: return TDB_ISO_READ_UNCOMMITTED;
+  case ISO_READ_COMMITTED: return TDB_ISO_READ_COMMITTED;
+  case ISO_SERIALIZABLE: return TDB_ISO_SERIALIZABLE;
+  default: return TDB_ISO_REPEATABLE_READ;
+  }
+}
+
+static bool in_multi_statement_trx(THD *thd) {
+  return thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN);
+}
+
+int begin_statement(THD *thd, tdb_trx **out) {
+  tdb_trx *trx = get_trx(thd, true);
+  *out = trx;
+  if (!trx) return TDB_INTERNAL;
+  if (int st = tdb_trx_begin(trx, isolation_of(thd))) return st;
+  if (int st = tdb_trx_stmt_begin(trx)) return st;
+  trans_register_ha(thd, false, tidesdb_hton, 0);
+  if (in_multi_statement_trx(thd)) trans_register_ha(thd, true, tidesdb_hton, 0);
+  return TDB_OK;
+}
+
+}  // namespace tidesdb
+
+/* The real end of a transaction is COMMIT (all) or the end of a statement in
+   autocommit mode; otherwise a statement ends inside the transaction. */
+static bool ends_transaction(THD *thd, bool all) {
+  return all || !thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN);
+}
+
+static int tidesdb_commit(handlerton *, THD *thd, bool all) {
+  tdb_trx *trx = get_trx(thd, false);
+  if (!trx) return 0;
+  int st = ends_transaction(thd, all) ? tdb_trx_commit(trx) : tdb_trx_stmt_commit(trx);
+  if (st) {
+    sql_print_warning("TidesDB: commit failed: %s", tdb_last_error());
+    return to_ha_error(st, thd);
+  }
+  return 0;
+}
+
+static int tidesdb_rollback(handlerton *, THD *thd, bool all) {
+  tdb_trx *trx = get_trx(thd, false);
+  if (!trx) return 0;
+  int st = ends_transaction(thd, all) ? tdb_trx_rollback(trx) : tdb_trx_stmt_rollback(trx);
+  return st ? to_ha_error(st, thd) : 0;
+}
+
+static int tidesdb_savepoint_set(handlerton *, THD *thd, void *sv) {
+  tdb_trx *trx = get_trx(thd, true);
+  uint64_t id = 0;
+  int st = tdb_trx_savepoint_set(trx, &id);
+  memcpy(sv, &id, sizeof(id));
+  return st ? to_ha_error(st, thd) : 0;
+}
+
+static int tidesdb_savepoint_rollback(handlerton *, THD *thd, void *sv) {
+  tdb_trx *trx = get_trx(thd, true);
+  uint64_t id;
+  memcpy(&id, sv, sizeof(id));
+  int st = tdb_trx_savepoint_rollback(trx, id);
+  return st ? to_ha_error(st, thd) : 0;
+}
+
+static int tidesdb_savepoint_release(handlerton *, THD *thd, void *sv) {
+  tdb_trx *trx = get_trx(thd, true);
+  uint64_t id;
+  memcpy(&id, sv, sizeof(id));
+  int st = tdb_trx_savepoint_release(trx, id);
+  return st ? to_ha_error(st, thd) : 0;
+}
+
+static bool tidesdb_savepoint_can_release_mdl(handlerton *, THD *) { return true; }
+
+static int tidesdb_close_connection(handlerton *hton, THD *thd) {
+  tdb_trx *trx = get_trx(thd, false);
+  if (trx) {
+    tdb_trx_free(trx);
+    thd_set_ha_data(thd, hton, NULL);
+  }
+  return 0;
+}
+
+static int tidesdb_start_consistent_snapshot(handlerton *hton, THD *thd) {
+  tdb_trx *trx = get_trx(thd, true);
+  if (!trx) return 1;
+  if (int st = tdb_trx_begin(trx, isolation_of(thd))) return to_ha_error(st, thd);
+  if (int st = tdb_trx_snapshot(trx)) return to_ha_error(st, thd);
+  trans_register_ha(thd, true, hton, 0);
+  return 0;
+}
+
+/* ------------------------------------------------------------- engine-wide */
+
+static handler *tidesdb_create_handler(handlerton *hton, TABLE_SHARE *share, MEM_ROOT *root) {
+  return new (root) ha_tidesdb(hton, share);
+}
+
+static void tidesdb_drop_database(handlerton *, char *path) {
+  if (int st = tdb_database_drop(path))
+    sql_print_error("TidesDB: dropping the tables of %s failed: %s (status %d)", path,
+                    tdb_last_error(), st);
+}
+
+static bool tidesdb_show_status(handlerton *, THD *thd, stat_print_fn *print,
+                                enum ha_stat_type stat) {
+  if (stat != HA_ENGINE_STATUS) return false;
+  const char *text = nullptr;
+  size_t len = tdb_engine_status(&text);
+  if (!text) return true;
+  return print(thd, "TIDESDB", 7, "", 0, text, (uint)len);
+}
+
+static int tidesdb_panic(handlerton *, enum ha_panic_function) { return 0; }
+
+static int tidesdb_init(void *p) {
+  tidesdb_hton = static_cast<handlerton *>(p);
+  std::string dir = std::string(mysql_real_data_home) + ENGINE_DIR_NAME;
+  struct tdb_engine_options opts;
+  opts.write_buffer_size = sysvar_write_buffer_size;
+  opts.block_cache_size = sysvar_block_cache_size;
+  opts.sync_mode = (uint32_t)sysvar_sync_mode;
+  opts.sync_interval_ms = sysvar_sync_interval_ms;
+  opts.background_threads = sysvar_background_threads;
+  opts.use_direct_reads = 0;
+  if (int st = tdb_engine_open(dir.c_str(), &opts)) {
+    sql_print_error("TidesDB: cannot open %s: %s (status %d)", dir.c_str(), tdb_last_error(),
+                    st);
+    return 1;
+  }
+  sql_print_information("TidesDB: opened %s", dir.c_str());
+  ignore_db_dirs_append(ENGINE_DIR_NAME);
+
+  handlerton *h = tidesdb_hton;
+  h->create = tidesdb_create_handler;
+  /* No HTON_SUPPORTS_EXTENDED_KEYS yet: key images never carry the primary key
+     suffix, which keeps key_codec simple. */
+  h->flags = 0;
+  h->commit = tidesdb_commit;
+  h->rollback = tidesdb_rollback;
+  h->savepoint_offset = sizeof(uint64_t);
+  h->savepoint_set = tidesdb_savepoint_set;
+  h->savepoint_rollback = tidesdb_savepoint_rollback;
+  h->savepoint_release = tidesdb_savepoint_release;
+  h->savepoint_rollback_can_release_mdl = tidesdb_savepoint_can_release_mdl;
+  h->close_connection = tidesdb_close_connection;
+  h->start_consistent_snapshot = tidesdb_start_consistent_snapshot;
+  h->drop_database = tidesdb_drop_database;
+  h->show_status = tidesdb_show_status;
+  h->panic = tidesdb_panic;
+  h->tablefile_extensions = hton_no_exts;
+  return 0;
+}
+
+static int tidesdb_deinit(void *) {
+  if (int st = tdb_engine_close())
+    sql_print_error("TidesDB: closing the engine failed: %s (status %d)", tdb_last_error(), st);
+  return 0;
+}
+
+static struct st_mysql_storage_engine tidesdb_storage_engine = {
+    MYSQL_HANDLERTON_INTERFACE_VERSION};
+
+maria_declare_plugin(tidesdb){
+    MYSQL_STORAGE_ENGINE_PLUGIN,
+    &tidesdb_storage_engine,
+    "TidesDB",
+    "TidesDB for MariaDB authors",
+    "LSM-tree transactional storage engine written in Rust",
+    PLUGIN_LICENSE_GPL,
+    tidesdb_init,
+    tidesdb_deinit,
+    0x0001,
+    NULL,
+    tidesdb_system_variables,
+    "0.1.0",
+    MariaDB_PLUGIN_MATURITY_EXPERIMENTAL} maria_declare_plugin_end;

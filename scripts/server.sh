@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `make server` / `make server-stop`: a MariaDB server of our own under var/, with
+# ha_tidesdb.so loaded next to Debian's plugins and TidesDB as the default engine.
+#   scripts/server.sh start | stop | status
+# Settings (environment): TIDESDB_PORT (default 3399), TIDESDB_VAR (default var/).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VAR=${TIDESDB_VAR:-$ROOT/var}
+PORT=${TIDESDB_PORT:-3399}
+DATA=$VAR/data
+SOCK=$VAR/run/mysqld.sock
+PIDFILE=$VAR/run/mysqld.pid
+CNF=$VAR/my.cnf
+PLUGIN_DIR=$VAR/plugin
+LOG=$VAR/log/error.log
+
+running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+
+write_config() {
+  mkdir -p "$VAR/run" "$VAR/log" "$PLUGIN_DIR"
+  # --plugin-dir takes one folder: give it Debian's plugins and ours side by side.
+  for p in /usr/lib/mysql/plugin/*; do ln -sfn "$p" "$PLUGIN_DIR/$(basename "$p")"; done
+  ln -sfn "$ROOT/target/plugin/ha_tidesdb.so" "$PLUGIN_DIR/ha_tidesdb.so"
+  cat > "$CNF" <<CNF
+# Written by scripts/server.sh. The lines a server needs for TidesDB are marked (*).
+[client]
+socket = $SOCK
+user = root
+
+[mysqld]
+datadir = $DATA
+socket = $SOCK
+port = $PORT
+bind-address = 127.0.0.1
+pid-file = $PIDFILE
+log-error = $LOG
+plugin-dir = $PLUGIN_DIR
+plugin-load-add = ha_tidesdb.so          # (*)
+plugin-maturity = experimental           # (*) the plugin declares itself experimental
+default-storage-engine = TidesDB
+default-tmp-storage-engine = MyISAM
+CNF
+  if [ "$(id -u)" = 0 ]; then echo "user = root" >> "$CNF"; fi
+}
+
+start() {
+  if running; then echo "server: already running (pid $(cat "$PIDFILE")); connect with: mariadb --defaults-file=$CNF"; return 0; fi
+  [ -f "$ROOT/target/plugin/ha_tidesdb.so" ] || { echo "server: build the plugin first (make plugin)" >&2; exit 1; }
+  write_config
+  if [ ! -d "$DATA/mysql" ]; then
+    # System tables are InnoDB/Aria: bootstrap without our plugin.
+    mariadb-install-db --no-defaults --datadir="$DATA" --user="$(id -un)" \
+      --auth-root-authentication-method=normal --skip-test-db > "$VAR/log/install.log" 2>&1 \
+      || { echo "server: mariadb-install-db failed, see $VAR/log/install.log" >&2; exit 1; }
+  fi
+  nohup mariadbd --defaults-file="$CNF" >> "$VAR/log/stdout.log" 2>&1 &
+  for _ in $(seq 1 120); do
+    if mariadb-admin --defaults-file="$CNF" ping >/dev/null 2>&1; then
+      echo "server: running (pid $(cat "$PIDFILE")), TidesDB is the default engine."
+      echo "  connect: mariadb --defaults-file=$CNF"
+      echo "       or: mariadb -uroot --socket=$SOCK    (TCP: -h127.0.0.1 -P$PORT)"
+      echo "  stop:    make server-stop"
+      return 0
+    fi
+    if ! kill -0 "$!" 2>/dev/null; then break; fi
+    sleep 0.5
+  done
+  echo "server: did not start; the end of $LOG:" >&2
+  tail -n 30 "$LOG" >&2 || true
+  exit 1
+}
+
+stop() {
+  if ! running; then echo "server: not running"; return 0; fi
+  local pid; pid=$(cat "$PIDFILE")
+  kill "$pid"
+  for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || { echo "server: stopped"; return 0; }; sleep 0.5; done
+  echo "server: pid $pid did not stop in 60 s" >&2; exit 1
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  status) if running; then echo "running (pid $(cat "$PIDFILE"))"; else echo "not running"; exit 1; fi ;;
+  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac
