@@ -14,7 +14,12 @@ CNF=$VAR/my.cnf
 PLUGIN_DIR=$VAR/plugin
 LOG=$VAR/log/error.log
 
-running() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+# Alive and not a zombie (a killed server whose parent has not reaped it yet).
+running() {
+  [ -f "$PIDFILE" ] || return 1
+  local pid; pid=$(cat "$PIDFILE")
+  kill -0 "$pid" 2>/dev/null && ! grep -qs '^[0-9]* ([^)]*) Z' "/proc/$pid/stat"
+}
 
 write_config() {
   mkdir -p "$VAR/run" "$VAR/log" "$PLUGIN_DIR"
