@@ -194,3 +194,52 @@ pub unsafe extern "C" fn tdb_cursor_entry(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidesdb_core::{CfOptions, Db, DbOptions, Isolation};
+
+    const KEYS: &[&[u8]] = &[b"a", b"ab", b"abc", b"b", b"ba", b"c", &[0xFF, 0xFF]];
+
+    fn positioned(mode: SeekMode, key: &[u8]) -> Option<Vec<u8>> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let cf = db.create_cf("t", CfOptions::default()).expect("cf");
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        for k in KEYS {
+            txn.put(&cf, k, b"v").expect("put");
+        }
+        txn.commit().expect("commit");
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        let mut it = txn.iter(&cf, IterOptions::default()).expect("iter");
+        seek(&mut it, mode, key);
+        it.status().expect("status");
+        it.valid().then(|| it.key().to_vec())
+    }
+
+    #[test]
+    fn seek_modes_compare_prefixes() {
+        use SeekMode::*;
+        let k = |s: &[u8]| Some(s.to_vec());
+        assert_eq!(positioned(First, b""), k(b"a"));
+        assert_eq!(positioned(Last, b""), k(&[0xFF, 0xFF]));
+        assert_eq!(positioned(Ge, b"ab"), k(b"ab"));
+        assert_eq!(positioned(Ge, b"abd"), k(b"b"));
+        // After every key starting with "ab".
+        assert_eq!(positioned(GtPrefix, b"ab"), k(b"b"));
+        assert_eq!(positioned(GtPrefix, b"a"), k(b"b"));
+        assert_eq!(positioned(GtPrefix, b"c"), k(&[0xFF, 0xFF]));
+        assert_eq!(positioned(GtPrefix, &[0xFF]), None);
+        // The last key starting with the prefix, else the one before it.
+        assert_eq!(positioned(LePrefix, b"ab"), k(b"abc"));
+        assert_eq!(positioned(LePrefix, b"a"), k(b"abc"));
+        assert_eq!(positioned(LePrefix, b"bb"), k(b"ba"));
+        assert_eq!(positioned(LePrefix, b"0"), None);
+        assert_eq!(positioned(LePrefix, &[0xFF]), k(&[0xFF, 0xFF]));
+        // Strictly before the prefix.
+        assert_eq!(positioned(Lt, b"ab"), k(b"a"));
+        assert_eq!(positioned(Lt, b"b"), k(b"abc"));
+        assert_eq!(positioned(Lt, b"a"), None);
+    }
+}

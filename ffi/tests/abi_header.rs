@@ -8,13 +8,19 @@ use std::path::Path;
 fn header_functions() -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let text = fs::read_to_string(root.join("include/tidesdb_ffi.h")).expect("header");
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut names = BTreeSet::new();
-    for token in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '(')) {
-        if let Some(name) = token.strip_suffix('(') {
-            if name.starts_with("tdb_") {
-                names.insert(name.to_string());
-            }
+    let mut rest = text.as_str();
+    while let Some(pos) = rest.find("tdb_") {
+        let before = rest[..pos].chars().next_back();
+        let tail = &rest[pos..];
+        let end = tail.find(|c: char| !is_ident(c)).unwrap_or(tail.len());
+        let (name, after) = tail.split_at(end);
+        // A declaration: an identifier right before '(' (not a type or enum value).
+        if before.is_none_or(|c| !is_ident(c)) && after.trim_start().starts_with('(') {
+            names.insert(name.to_string());
         }
+        rest = after;
     }
     names
 }

@@ -1,0 +1,128 @@
+//! The table catalog over a real engine directory: DDL is durable and atomic, and
+//! leftovers of an interrupted CREATE are cleaned up.
+use tidesdb_core::{CfOptions, Db, DbOptions, Isolation};
+use tidesdb_ffi::catalog::Catalog;
+use tidesdb_ffi::status::Status;
+
+fn put_row(db: &Db, catalog: &Catalog, table: &str, key: &[u8]) {
+    let shared = catalog.open_table(db, table).expect("open table");
+    let cf = shared.cf(0).expect("rows cf");
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    txn.put(&cf, key, b"row").expect("put");
+    txn.commit().expect("commit");
+}
+
+fn row_count(db: &Db, catalog: &Catalog, table: &str) -> usize {
+    let shared = catalog.open_table(db, table).expect("open table");
+    let cf = shared.cf(0).expect("rows cf");
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    let mut it = txn.iter(&cf, Default::default()).expect("iter");
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    n
+}
+
+#[test]
+fn ddl_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/t1", 2, 1).expect("create t1");
+        catalog.create(&db, "./d/t2", 0, 1).expect("create t2");
+        catalog.create(&db, "./e/t3", 0, 1).expect("create t3");
+        put_row(&db, &catalog, "./d/t1", b"k1");
+        catalog
+            .rename(&db, "./d/t1", "./d/renamed")
+            .expect("rename");
+        let err = catalog
+            .open_table(&db, "./d/t1")
+            .err()
+            .expect("old name gone");
+        assert_eq!(err.status, Status::NoSuchTable);
+        let err = catalog
+            .rename(&db, "./d/t2", "./d/renamed")
+            .err()
+            .expect("exists");
+        assert_eq!(err.status, Status::TableExists);
+        catalog.drop_database(&db, "./e/").expect("drop database");
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    let mut tables = catalog.list_tables(&db).expect("list");
+    tables.sort();
+    assert_eq!(tables, vec!["d/renamed".to_string(), "d/t2".to_string()]);
+    assert_eq!(row_count(&db, &catalog, "./d/renamed"), 1);
+    let shared = catalog.open_table(&db, "./d/renamed").expect("open");
+    assert_eq!(shared.index_count(), 2);
+}
+
+#[test]
+fn truncate_swaps_in_empty_families_and_resets_counters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let catalog = Catalog::open(&db).expect("catalog");
+    catalog.create(&db, "./d/t", 1, 100).expect("create");
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    assert_eq!(
+        shared.autoinc_seed(5),
+        100,
+        "AUTO_INCREMENT=100 is the floor"
+    );
+    assert_eq!(shared.autoinc_reserve(2, 1, 1), 100);
+    assert_eq!(shared.autoinc_peek(), 102);
+    put_row(&db, &catalog, "./d/t", b"k");
+    catalog.truncate(&db, "./d/t").expect("truncate");
+    assert_eq!(row_count(&db, &catalog, "./d/t"), 0);
+    assert_eq!(shared.autoinc_peek(), 0, "reseeded after TRUNCATE");
+    assert_eq!(shared.autoinc_seed(1), 1);
+    // The handle held before TRUNCATE sees the new families.
+    let cf = shared.cf(0).expect("rows cf");
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    assert_eq!(txn.get(&cf, b"k").expect("get"), None);
+}
+
+#[test]
+fn drop_makes_open_handles_fail_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let catalog = Catalog::open(&db).expect("catalog");
+    catalog.create(&db, "./d/t", 0, 1).expect("create");
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    catalog.drop_table(&db, "./d/t").expect("drop");
+    assert_eq!(
+        shared.cf(0).err().expect("dropped").status,
+        Status::NoSuchTable
+    );
+    assert_eq!(
+        catalog.drop_table(&db, "./d/t").err().expect("gone").status,
+        Status::NoSuchTable
+    );
+    // Only the catalog's own family is left.
+    assert_eq!(db.list_cfs(), vec!["__catalog".to_string()]);
+}
+
+#[test]
+fn orphan_families_are_dropped_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/t", 0, 1).expect("create");
+        // As if a CREATE was interrupted after making its families.
+        db.create_cf("t99", CfOptions::default()).expect("orphan");
+        db.create_cf("t99.i1", CfOptions::default())
+            .expect("orphan");
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let _catalog = Catalog::open(&db).expect("catalog");
+    let mut cfs = db.list_cfs();
+    cfs.sort();
+    assert_eq!(cfs, vec!["__catalog".to_string(), "t1".to_string()]);
+}
