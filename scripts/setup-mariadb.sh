@@ -11,6 +11,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRC_DIR=${MARIADB_SRC_DIR:-$ROOT/target/mariadb-src}
 STAMP=$SRC_DIR/.complete
+# Bump when the set of extracted folders changes, so that old caches are redone.
+LAYOUT=2
 PKGS="mariadb-server mariadb-client mariadb-test mariadb-test-data libmariadb-dev
       mariadb-plugin-rocksdb mariadb-common mariadb-client-core
       mariadb-server-core libmariadb3 libmariadbd-dev libmariadbd19"
@@ -25,7 +27,7 @@ header_version() {
 }
 
 # Fast path: packages installed and held, headers extracted for that version.
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(installed_version)" ] \
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(installed_version) layout=$LAYOUT" ] \
    && [ -n "$(installed_version)" ]; then
   echo "setup: MariaDB $(installed_version) and its headers are in place"
   exit 0
@@ -76,11 +78,11 @@ as_root systemctl disable --now mariadb >/dev/null 2>&1 || true
 upstream=${chosen#*:}; upstream=${upstream%%-*}
 orig=$(ls "$DL"/mariadb_"$upstream".orig.tar.* | head -n1)
 rm -rf "$SRC_DIR/tree"; mkdir -p "$SRC_DIR/tree"
-# (wsrep-lib/include is a git submodule missing from Debian's orig tarball; the
-# handler headers compile without it, see build.rs.)
-tar -xf "$orig" -C "$SRC_DIR/tree" --strip-components=1 --wildcards \
-  '*/include' '*/sql' '*/wsrep-lib/wsrep-API/v26' '*/libservices' '*/VERSION' \
-  '*/storage/example'
+# sql_class.h needs wsrep-lib's headers: Debian builds the server WITH_WSREP.
+top=mariadb-$upstream
+tar -xf "$orig" -C "$SRC_DIR/tree" --strip-components=1 \
+  "$top/include" "$top/sql" "$top/wsrep-lib/include" "$top/wsrep-lib/wsrep-API/v26" \
+  "$top/libservices" "$top/VERSION" "$top/storage/example"
 mkdir -p "$SRC_DIR/generated"
 cp "$SRC_DIR/tree/include/probes_mysql_nodtrace.h.in" "$SRC_DIR/generated/probes_mysql_nodtrace.h"
 
@@ -89,5 +91,5 @@ sv=$(sed -n 's/^MYSQL_VERSION_\(MAJOR\|MINOR\|PATCH\)=\([0-9]*\)/\2/p' "$SRC_DIR
 if [ "$hv" != "$sv" ]; then
   echo "setup: installed server headers say $hv but the source says $sv" >&2; exit 1
 fi
-echo "$chosen" > "$STAMP"
+echo "$chosen layout=$LAYOUT" > "$STAMP"
 echo "setup: MariaDB $chosen installed and held; headers in $SRC_DIR/tree"
