@@ -63,7 +63,19 @@ ulong ha_tidesdb::index_flags(uint idx, uint, bool) const {
 
 /* ------------------------------------------------------------------------- DDL */
 
+/* True if the statement that creates the table declares a FOREIGN KEY. */
+static bool declares_foreign_key(THD *thd) {
+  for (const Key &key : thd->lex->alter_info.key_list)
+    if (key.type == Key::FOREIGN_KEY) return true;
+  return false;
+}
+
 int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
+  /* The server would silently drop a constraint the engine does not enforce. */
+  if (declares_foreign_key(ha_thd())) {
+    my_error(ER_NOT_SUPPORTED_YET, MYF(0), "FOREIGN KEY constraints on TidesDB tables");
+    return HA_ERR_UNSUPPORTED;
+  }
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;

@@ -13,6 +13,7 @@
 #include "table.h"
 #include "thr_lock.h"
 #include "sql_plugin.h"
+#include "sql_lex.h"
 #include <mysql/plugin.h>
 
 #endif
