@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean
+.PHONY: all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean bench-core bench-core-quick
 
 all: plugin
 
@@ -42,3 +42,11 @@ test: lint test-rust test-mtr
 clean:
 	$(CARGO) clean
 	rm -rf var
+
+# db_bench-style comparison of core/ with fjall (docs/bench-core.md);
+# `--features rocksdb` on the cargo line adds RocksDB (slow C++ build).
+bench-core:
+	$(CARGO) run --release -p tidesdb-bench --bin core-bench -- --out target/bench/core.json
+
+bench-core-quick:
+	BENCH_SCALE=0.1 $(CARGO) run --release -p tidesdb-bench --bin core-bench -- --out target/bench/core.json
