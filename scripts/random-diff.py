@@ -1,0 +1,1131 @@
+#!/usr/bin/env python3
+"""Randomized differential test: TidesDB vs InnoDB on the same MariaDB server.
+
+  python3 scripts/random-diff.py --seed 1 --steps 1500 [--restart-every 300]
+        [--kill-every 400] [--port 3411] [--var target/random-diff/var] [--shrink]
+  python3 scripts/random-diff.py --replay target/random-diff/repro-1.sql
+
+Starts its own server (scripts/server.sh with TIDESDB_VAR / TIDESDB_PORT), creates
+database rd_t (ENGINE=TidesDB) and rd_i (ENGINE=InnoDB), runs one random statement
+stream on both (one connection each, identical text) and compares after every
+statement: error code, affected rows, last insert id, warning count, result sets;
+periodically full contents in PK order and through every secondary index with
+range predicates.  Clean restarts and `kill -9` right after a COMMIT are part of
+the stream (pseudo statements `-- @restart`, `-- @kill9` in repro files).
+
+Standard library only: speaks the MySQL client protocol over the Unix socket.
+Exit status 1 on any divergence; a repro file is written to
+target/random-diff/repro-<seed>.sql (and repro-<seed>-min.sql after shrinking).
+"""
+import argparse
+import hashlib
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "target", "random-diff")
+
+# --------------------------------------------------------------------------
+# Minimal MySQL/MariaDB text-protocol client
+# --------------------------------------------------------------------------
+CLIENT_LONG_PASSWORD = 1
+CLIENT_LONG_FLAG = 4
+CLIENT_PROTOCOL_41 = 512
+CLIENT_TRANSACTIONS = 8192
+CLIENT_SECURE_CONNECTION = 32768
+CLIENT_MULTI_RESULTS = 1 << 17
+CLIENT_PLUGIN_AUTH = 1 << 19
+
+
+class ConnLost(Exception):
+    pass
+
+
+class Result:
+    __slots__ = ("err", "errmsg", "affected", "insert_id", "warnings", "rows", "cols")
+
+    def __init__(self):
+        self.err = None
+        self.errmsg = ""
+        self.affected = None
+        self.insert_id = None
+        self.warnings = 0
+        self.rows = None
+        self.cols = None
+
+    def key(self):
+        return (self.err, self.affected, self.insert_id, self.warnings, self.rows)
+
+    def show(self, maxlen=300):
+        if self.err is not None:
+            return "ERROR %d: %s (warnings %d)" % (self.err, self.errmsg[:200], self.warnings)
+        if self.rows is None:
+            return "OK affected=%s insert_id=%s warnings=%d" % (self.affected, self.insert_id, self.warnings)
+        out = ["%d rows (warnings %d)" % (len(self.rows), self.warnings)]
+        for r in self.rows[:40]:
+            out.append("  " + fmt_row(r, maxlen))
+        if len(self.rows) > 40:
+            out.append("  ...")
+        return "\n".join(out)
+
+
+def fmt_val(v, maxlen=60):
+    if v is None:
+        return "NULL"
+    if len(v) > maxlen:
+        return "<%d bytes md5 %s starts %r>" % (len(v), hashlib.md5(v).hexdigest()[:8], v[:20])
+    return repr(v)[1:]
+
+
+def fmt_row(r, maxlen=60):
+    return "(" + ", ".join(fmt_val(v, maxlen) for v in r) + ")"
+
+
+def lenenc(buf, pos):
+    b = buf[pos]
+    if b < 0xFB:
+        return b, pos + 1
+    if b == 0xFB:
+        return None, pos + 1
+    if b == 0xFC:
+        return struct.unpack_from("<H", buf, pos + 1)[0], pos + 3
+    if b == 0xFD:
+        return int.from_bytes(buf[pos + 1:pos + 4], "little"), pos + 4
+    return struct.unpack_from("<Q", buf, pos + 1)[0], pos + 9
+
+
+class Conn:
+    def __init__(self, sock_path, db=None, timeout=600):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(sock_path)
+        self.buf = b""
+        self.seq = 0
+        pkt = self._read_packet()
+        if pkt[0] == 0xFF:
+            raise ConnLost("handshake error: %r" % pkt)
+        # protocol 10 handshake
+        pos = pkt.index(b"\0", 1) + 1
+        pos += 4
+        salt1 = pkt[pos:pos + 8]
+        pos += 8 + 1
+        pos += 2 + 1 + 2 + 2
+        salt_len = pkt[pos]
+        pos += 1 + 10
+        salt2 = pkt[pos:pos + max(13, salt_len - 8)].rstrip(b"\0")
+        flags = (CLIENT_LONG_PASSWORD | CLIENT_LONG_FLAG | CLIENT_PROTOCOL_41 | CLIENT_TRANSACTIONS
+                 | CLIENT_SECURE_CONNECTION | CLIENT_MULTI_RESULTS | CLIENT_PLUGIN_AUTH)
+        resp = struct.pack("<IIB", flags, 1 << 30, 45) + b"\0" * 23
+        resp += b"root\0" + b"\0" + b"mysql_native_password\0"
+        self.seq = 1
+        self._write_packet(resp)
+        while True:
+            pkt = self._read_packet()
+            if pkt[0] == 0x00:
+                break
+            if pkt[0] == 0xFF:
+                raise ConnLost("auth error: %r" % pkt)
+            if pkt[0] == 0xFE:  # auth switch: empty password for any plugin
+                self._write_packet(b"")
+                continue
+            raise ConnLost("unexpected auth packet %r" % pkt[:20])
+        if db:
+            r = self.query("USE `%s`" % db)
+            if r.err:
+                raise ConnLost("USE %s: %s" % (db, r.errmsg))
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+    def _recv(self, n):
+        while len(self.buf) < n:
+            try:
+                d = self.s.recv(max(65536, n - len(self.buf)))
+            except (OSError, socket.timeout) as e:
+                raise ConnLost(str(e))
+            if not d:
+                raise ConnLost("connection closed")
+            self.buf += d
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def _read_packet(self):
+        data = b""
+        while True:
+            hdr = self._recv(4)
+            ln = hdr[0] | hdr[1] << 8 | hdr[2] << 16
+            self.seq = (hdr[3] + 1) & 0xFF
+            data += self._recv(ln)
+            if ln < 0xFFFFFF:
+                return data
+
+    def _write_packet(self, payload):
+        out = []
+        pos = 0
+        while True:
+            chunk = payload[pos:pos + 0xFFFFFF]
+            out.append(struct.pack("<I", len(chunk))[:3] + bytes([self.seq]) + chunk)
+            self.seq = (self.seq + 1) & 0xFF
+            pos += len(chunk)
+            if len(chunk) < 0xFFFFFF:
+                break
+        try:
+            self.s.sendall(b"".join(out))
+        except OSError as e:
+            raise ConnLost(str(e))
+
+    def query(self, sql):
+        if isinstance(sql, str):
+            sql = sql.encode("utf-8", "surrogateescape")
+        self.seq = 0
+        self._write_packet(b"\x03" + sql)
+        return self._read_result()
+
+    def _read_result(self):
+        r = Result()
+        pkt = self._read_packet()
+        if pkt[0] == 0x00:
+            r.affected, p = lenenc(pkt, 1)
+            r.insert_id, p = lenenc(pkt, p)
+            status, r.warnings = struct.unpack_from("<HH", pkt, p)
+            self._drain_more(status)
+            return r
+        if pkt[0] == 0xFF:
+            r.err = struct.unpack_from("<H", pkt, 1)[0]
+            r.errmsg = pkt[9:].decode("utf-8", "replace") if pkt[3:4] == b"#" else pkt[3:].decode("utf-8", "replace")
+            return r
+        ncols, _ = lenenc(pkt, 0)
+        cols = []
+        for _ in range(ncols):
+            cd = self._read_packet()
+            p = 0
+            vals = []
+            for _ in range(6):
+                ln, p = lenenc(cd, p)
+                vals.append(cd[p:p + ln])
+                p += ln
+            cols.append(vals[4].decode())
+        pkt = self._read_packet()  # EOF
+        rows = []
+        while True:
+            pkt = self._read_packet()
+            if pkt[0] == 0xFE and len(pkt) < 9:
+                r.warnings, status = struct.unpack_from("<HH", pkt, 1)
+                break
+            if pkt[0] == 0xFF:
+                r.err = struct.unpack_from("<H", pkt, 1)[0]
+                r.errmsg = pkt[9:].decode("utf-8", "replace")
+                return r
+            p = 0
+            row = []
+            for _ in range(ncols):
+                ln, p = lenenc(pkt, p)
+                if ln is None:
+                    row.append(None)
+                else:
+                    row.append(bytes(pkt[p:p + ln]))
+                    p += ln
+            rows.append(tuple(row))
+        r.rows = rows
+        r.cols = cols
+        self._drain_more(status)
+        return r
+
+    def _drain_more(self, status):
+        while status & 8:  # SERVER_MORE_RESULTS_EXISTS
+            r = self._read_result()
+            status = 0
+            return r
+
+
+# --------------------------------------------------------------------------
+# Server control
+# --------------------------------------------------------------------------
+class Server:
+    def __init__(self, var, port):
+        self.var = var
+        self.port = port
+        self.sock = os.path.join(var, "run", "mysqld.sock")
+        self.env = dict(os.environ, TIDESDB_VAR=var, TIDESDB_PORT=str(port))
+
+    def _sh(self, what):
+        p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "server.sh"), what], env=self.env,
+                           capture_output=True, text=True)
+        if p.returncode != 0 and what == "start":
+            raise RuntimeError("server start failed:\n" + p.stdout + p.stderr)
+        return p
+
+    def start(self):
+        self._sh("start")
+
+    def stop(self):
+        self._sh("stop")
+
+    def pid(self):
+        try:
+            with open(os.path.join(self.var, "run", "mysqld.pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def kill9(self):
+        pid = self.pid()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            for _ in range(200):
+                try:
+                    os.kill(pid, 0)
+                    with open("/proc/%d/stat" % pid) as f:
+                        if ") Z" in f.read():
+                            break
+                except (ProcessLookupError, FileNotFoundError):
+                    break
+                time.sleep(0.05)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+    def alive(self):
+        return self._sh("status").returncode == 0
+
+    def error_log_tail(self, n=30):
+        try:
+            with open(os.path.join(self.var, "log", "error.log"), errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+
+# --------------------------------------------------------------------------
+# Schema and value generators
+# --------------------------------------------------------------------------
+COLLATIONS = [
+    ("latin1", "latin1_swedish_ci"), ("latin1", "latin1_bin"), ("utf8mb4", "utf8mb4_general_ci"),
+    ("utf8mb4", "utf8mb4_unicode_ci"), ("utf8mb4", "utf8mb4_bin"), ("utf8mb4", "utf8mb4_unicode_nopad_ci"),
+    ("binary", None),
+]
+STR_POOL = ["", " ", "a", "A", "a ", "A  ", "b", "ab", "Ab", "aB", "abc", "abc ", "é", "e", "E", "É", "è",
+            "ß", "ss", "SS", "ǅ", "x", "X", "x ", "zz", "ÿ", "ä", "ae", "Ä", "\t", "a\tb", "0", "00", "1",
+            "😀", "😁", "a😀", "ﬀ", "ff", "Å", "å", "aa", "%", "_", "'", "\\", "ı", "I", "i", "İ"]
+INT_RANGES = {"TINYINT": (-128, 127), "SMALLINT": (-32768, 32767), "MEDIUMINT": (-8388608, 8388607),
+              "INT": (-2147483648, 2147483647), "BIGINT": (-9223372036854775808, 9223372036854775807)}
+
+
+def sql_str(s):
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def hexlit(b):
+    return "X'" + b.hex() + "'" if b else "''"
+
+
+class Col:
+    def __init__(self, name, kind, sqltype, nullable, cs=None, coll=None, length=None, extra=None):
+        self.name = name
+        self.kind = kind  # int, dec, float, bit, year, date, time, datetime, ts, enum, set, str, blob, bin, json
+        self.sqltype = sqltype
+        self.nullable = nullable
+        self.cs = cs
+        self.coll = coll
+        self.length = length
+        self.extra = extra or {}
+        self.autoinc = False
+
+    def ddl(self):
+        s = "`%s` %s" % (self.name, self.sqltype)
+        if self.cs == "binary":
+            s += " CHARACTER SET binary"
+        elif self.cs:
+            s += " CHARACTER SET %s COLLATE %s" % (self.cs, self.coll)
+        if self.autoinc:
+            s += " NOT NULL AUTO_INCREMENT"
+        elif self.kind == "ts":
+            s += " NULL" if self.nullable else " NOT NULL DEFAULT '2000-01-01 00:00:00'"
+        else:
+            s += " NULL" if self.nullable else " NOT NULL"
+        return s
+
+    def indexable_whole(self):
+        return self.kind not in ("blob", "json") and not (self.kind == "str" and self.sqltype == "TEXT")
+
+    def is_textlike(self):
+        return self.kind in ("str", "blob", "json") or self.kind == "bin"
+
+
+def gen_col(rng, name, allow_big=True):
+    kinds = ["int"] * 5 + ["dec", "float", "double", "bit", "year", "date", "time", "datetime", "ts", "enum",
+                            "set"] + ["str"] * 6 + ["blob", "bin", "bin", "json"]
+    k = rng.choice(kinds)
+    nullable = rng.random() < 0.5
+    if k == "int":
+        t = rng.choice(list(INT_RANGES))
+        uns = rng.random() < 0.35
+        return Col(name, "int", t + (" UNSIGNED" if uns else ""), nullable, extra={"t": t, "uns": uns})
+    if k == "dec":
+        p = rng.randint(1, 30)
+        s = rng.randint(0, min(p, 10))
+        return Col(name, "dec", "DECIMAL(%d,%d)" % (p, s), nullable, extra={"p": p, "s": s})
+    if k == "float":
+        return Col(name, "float", "FLOAT", nullable)
+    if k == "double":
+        return Col(name, "float", "DOUBLE", nullable)
+    if k == "bit":
+        n = rng.choice([1, 3, 8, 13, 64])
+        return Col(name, "bit", "BIT(%d)" % n, nullable, extra={"n": n})
+    if k == "year":
+        return Col(name, "year", "YEAR", nullable)
+    if k == "date":
+        return Col(name, "date", "DATE", nullable)
+    if k in ("time", "datetime", "ts"):
+        fsp = rng.choice([0, 0, 3, 6])
+        base = {"time": "TIME", "datetime": "DATETIME", "ts": "TIMESTAMP"}[k]
+        return Col(name, k, "%s(%d)" % (base, fsp), nullable, extra={"fsp": fsp})
+    if k == "enum":
+        return Col(name, "enum", "ENUM('x','y','z','','a b')", nullable)
+    if k == "set":
+        return Col(name, "set", "SET('a','b','c','d')", nullable)
+    if k == "str":
+        cs, coll = rng.choice(COLLATIONS)
+        t = rng.choice(["CHAR", "VARCHAR", "VARCHAR", "TEXT"])
+        n = rng.choice([1, 3, 5, 10, 32, 64]) if t != "TEXT" else None
+        if t == "CHAR" and n > 32:
+            n = 10
+        return Col(name, "str", t if n is None else "%s(%d)" % (t, n), nullable, cs=cs, coll=coll, length=n,
+                   extra={"t": t})
+    if k == "blob":
+        t = rng.choice(["BLOB", "MEDIUMBLOB", "LONGBLOB"] if allow_big else ["BLOB"])
+        return Col(name, "blob", t, nullable, extra={"t": t})
+    if k == "bin":
+        t = rng.choice(["BINARY", "VARBINARY"])
+        n = rng.choice([1, 4, 8, 16, 40])
+        return Col(name, "bin", "%s(%d)" % (t, n), nullable, length=n, extra={"t": t})
+    return Col(name, "json", "JSON", nullable)
+
+
+def gen_value(rng, c, big_ok=True):
+    """An SQL literal for column c (sometimes out of range, to provoke the same error on both)."""
+    if c.nullable and rng.random() < 0.12:
+        return "NULL"
+    if c.autoinc and rng.random() < 0.5:
+        return rng.choice(["NULL", "0", "NULL"])
+    k = c.kind
+    r = rng.random()
+    if k == "int":
+        lo, hi = INT_RANGES[c.extra["t"]]
+        if c.extra["uns"]:
+            lo, hi = 0, hi * 2 + 1
+        if r < 0.25:
+            return str(rng.choice([lo, hi, 0, 1, -1 if lo < 0 else 2, lo + 1, hi - 1]))
+        if r < 0.75:
+            return str(rng.randint(max(lo, -5), min(hi, 20)))
+        if r < 0.78:
+            return str(rng.choice([hi + 1, lo - 1]))  # out of range -> error
+        return str(rng.randint(lo, hi))
+    if k == "dec":
+        p, s = c.extra["p"], c.extra["s"]
+        ip = p - s
+        if r < 0.2:
+            return rng.choice(["0", "-0", "-0.0", "1", "-1"])
+        if r < 0.3:
+            return ("-" if rng.random() < 0.5 else "") + ("9" * ip or "0") + ("." + "9" * s if s else "")
+        if r < 0.7:
+            return str(rng.randint(-5, 20)) + ("." + str(rng.randint(0, 9)) if s else "")
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, ip))) or "0"
+        frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, s + 1)))
+        return ("-" if rng.random() < 0.4 else "") + digits + ("." + frac if frac else "")
+    if k == "float":
+        return rng.choice(["0", "-0e0", "1", "-1", "1.5", "0.1", "-2.25", "3.4e38", "-3.4e38", "1e-30",
+                           "123456.789", "2", "1e10", str(rng.randint(-10, 10)), "%.3f" % rng.uniform(-100, 100)])
+    if k == "bit":
+        n = c.extra["n"]
+        return rng.choice(["0", "1", "b'%s'" % ("1" * n), str(rng.randint(0, 2 ** n - 1)), str(rng.randint(0, 3))])
+    if k == "year":
+        return rng.choice(["0", "1901", "2155", "70", "69", "2000", "'2024'", str(rng.randint(1990, 2010))])
+    if k == "date":
+        return rng.choice(["'0000-00-00'", "'1000-01-01'", "'9999-12-31'", "'2024-02-29'", "'2000-01-01'",
+                           "'2000-01-0%d'" % rng.randint(1, 5), "'1999-12-31'", "'2023-00-00'"])
+    if k == "time":
+        return rng.choice(["'-838:59:59'", "'838:59:59'", "'00:00:00'", "'00:00:00.5'", "'-00:00:01'",
+                           "'12:34:56.789123'", "'%02d:00:0%d'" % (rng.randint(0, 3), rng.randint(0, 3)),
+                           "'-12:00:00'", "'100:00:00'"])
+    if k == "datetime":
+        return rng.choice(["'0000-00-00 00:00:00'", "'1000-01-01 00:00:00'", "'9999-12-31 23:59:59.999999'",
+                           "'2000-01-01 00:00:00'", "'2000-01-01 00:00:00.5'",
+                           "'2000-01-0%d 12:00:0%d'" % (rng.randint(1, 3), rng.randint(0, 3)),
+                           "'1970-01-01 00:00:01'", "'2038-01-19 03:14:07.999'"])
+    if k == "ts":
+        return rng.choice(["'0000-00-00 00:00:00'", "'1970-01-01 00:00:01'", "'2038-01-19 03:14:07'",
+                           "'2000-01-01 00:00:00'", "'2000-01-01 00:00:00.123456'",
+                           "'2000-01-0%d 12:00:0%d'" % (rng.randint(1, 3), rng.randint(0, 3))])
+    if k == "enum":
+        return rng.choice(["'x'", "'y'", "'z'", "''", "'a b'", "'X'", "1", "3", "'Y '"])
+    if k == "set":
+        return rng.choice(["''", "'a'", "'a,b'", "'b,a'", "'d,c,b,a'", "'A'", "3", "15", "'c'"])
+    if k == "str":
+        n = c.length
+        if c.extra["t"] == "TEXT" and big_ok and r < 0.03:
+            return "REPEAT(%s, %d)" % (sql_str(rng.choice(["ab", "é", "x"])), rng.randint(1000, 30000))
+        if r < 0.7:
+            s = rng.choice(STR_POOL)
+        elif r < 0.85:
+            s = rng.choice(STR_POOL) + rng.choice(STR_POOL)
+        else:
+            s = "".join(rng.choice("aAbBéE ß😀z") for _ in range(rng.randint(0, (n or 20) + 2)))
+        return sql_str(s)
+    if k == "bin":
+        if r < 0.5:
+            b = bytes(rng.choice([b"", b"\0", b"a", b"A", b"a\0", b"\0\0\0\0", b"\xff", b"ab", b"a "]))
+        else:
+            b = bytes(rng.randint(0, 255) for _ in range(rng.randint(0, c.length + 1)))
+        return hexlit(b)
+    if k == "blob":
+        if big_ok and r < 0.06 and c.extra["t"] != "BLOB":
+            size = rng.randint(100_000, 2_000_000)
+            chunk = bytes(rng.randint(0, 255) for _ in range(rng.randint(16, 256)))
+            return "CONCAT(REPEAT(%s, %d), %s)" % (hexlit(chunk), size // len(chunk),
+                                                   hexlit(bytes(rng.randint(0, 255) for _ in range(7))))
+        if big_ok and r < 0.1:
+            return hexlit(bytes(rng.randint(0, 255) for _ in range(rng.randint(1000, 70000))))
+        if r < 0.6:
+            return sql_str(rng.choice(STR_POOL))
+        return hexlit(bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 40))))
+    if k == "json":
+        return rng.choice(["'{}'", "'[]'", "'{\"a\":1}'", "'[1,2,3]'", "'null'", "'\"é\"'", "'{\"a\": [1, {\"b\": null}]}'",
+                           "'not json'", "'1'", "'{\"k\":\"%s\"}'" % rng.choice(["x", "X", "😀"])])
+    raise AssertionError(k)
+
+
+class Index:
+    def __init__(self, name, parts, unique):
+        self.name = name
+        self.parts = parts  # list of (col, prefix_len or None, desc)
+        self.unique = unique
+
+    def ddl(self):
+        ps = []
+        for c, pl, desc in self.parts:
+            ps.append("`%s`%s%s" % (c.name, "(%d)" % pl if pl else "", " DESC" if desc else ""))
+        return "%sKEY `%s` (%s)" % ("UNIQUE " if self.unique else "", self.name, ", ".join(ps))
+
+
+class Table:
+    def __init__(self, name):
+        self.name = name
+        self.cols = []
+        self.pk = None  # list of (col, prefix, desc) or None
+        self.indexes = []
+        self.ncol = 0
+
+    def col(self, name):
+        for c in self.cols:
+            if c.name == name:
+                return c
+        return None
+
+    def ddl(self):
+        parts = [c.ddl() for c in self.cols]
+        if self.pk:
+            parts.append("PRIMARY KEY (%s)" % ", ".join(
+                "`%s`%s%s" % (c.name, "(%d)" % pl if pl else "", " DESC" if d else "") for c, pl, d in self.pk))
+        parts += [i.ddl() for i in self.indexes]
+        return "CREATE TABLE `%s` (%s)" % (self.name, ", ".join(parts))
+
+    def pk_order(self, desc=False):
+        if not self.pk:
+            return None
+        return ", ".join("`%s`%s" % (c.name, " DESC" if desc else "") for c, _, _ in self.pk)
+
+    def pk_total(self):
+        """ORDER BY the pk columns is a total order (no prefix parts)."""
+        return bool(self.pk) and all(pl is None for _, pl, _ in self.pk)
+
+
+def key_part(rng, c):
+    if c.indexable_whole():
+        pl = None
+        if c.kind == "str" and c.length and c.length > 5 and rng.random() < 0.2:
+            pl = rng.randint(2, 5)
+        return (c, pl, rng.random() < 0.25)
+    return (c, rng.randint(3, 10), rng.random() < 0.25)
+
+
+def gen_table(rng, name):
+    t = Table(name)
+    n = rng.randint(2, 12)
+    autoinc = rng.random() < 0.25
+    for i in range(n):
+        t.cols.append(gen_col(rng, "c%d" % i))
+    t.ncol = n
+    if autoinc:
+        c = Col("id", "int", rng.choice(["INT", "BIGINT UNSIGNED", "SMALLINT"]), False,
+                extra={"t": "INT", "uns": False})
+        c.extra = {"t": c.sqltype.split()[0], "uns": "UNSIGNED" in c.sqltype}
+        c.autoinc = True
+        t.cols.insert(0, c)
+    if autoinc:
+        if rng.random() < 0.7:
+            t.pk = [(t.cols[0], None, False)]
+        else:
+            t.pk = [(t.cols[0], None, False)] + [key_part(rng, c) for c in rng.sample(t.cols[1:], 1)]
+    elif rng.random() < 0.85:
+        k = rng.randint(1, min(3, len(t.cols)))
+        t.pk = [key_part(rng, c) for c in rng.sample(t.cols, k)]
+        if rng.random() < 0.6:
+            t.pk = [(c, pl if c.is_textlike() and not c.indexable_whole() else None, d) for c, pl, d in t.pk]
+    if t.pk:
+        for c, _, _ in t.pk:
+            c.nullable = False
+    for i in range(rng.randint(0, 3)):
+        k = rng.randint(1, min(3, len(t.cols)))
+        parts = [key_part(rng, c) for c in rng.sample(t.cols, k)]
+        t.indexes.append(Index("k%d" % i, parts, rng.random() < 0.4))
+    return t
+
+
+# --------------------------------------------------------------------------
+# Statement generator
+# --------------------------------------------------------------------------
+class Gen:
+    def __init__(self, rng, tables):
+        self.rng = rng
+        self.tables = tables
+        self.in_trx = False
+        self.savepoints = 0
+        self.colseq = 100
+
+    def pred(self, t, c=None):
+        rng = self.rng
+        c = c or rng.choice(t.cols)
+        v = gen_value(rng, c, big_ok=False)
+        op = rng.choice(["=", "=", "<", "<=", ">", ">=", "BETWEEN", "IS NULL", "IS NOT NULL", "<>", "LIKE"])
+        if op == "BETWEEN":
+            return "`%s` BETWEEN %s AND %s" % (c.name, v, gen_value(rng, c, big_ok=False))
+        if op in ("IS NULL", "IS NOT NULL"):
+            return "`%s` %s" % (c.name, op)
+        if op == "LIKE":
+            s = rng.choice(["a", "A", "é", "e", "ab", "", "x", "0", "ß", "s", "1"])
+            return "`%s` LIKE %s" % (c.name, sql_str(s + "%"))
+        return "`%s` %s %s" % (c.name, op, v)
+
+    def where(self, t):
+        rng = self.rng
+        r = rng.random()
+        if r < 0.35 and t.pk:
+            return " AND ".join("`%s` = %s" % (c.name, gen_value(rng, c, big_ok=False)) for c, _, _ in t.pk)
+        if r < 0.55 and t.indexes:
+            ix = rng.choice(t.indexes)
+            return self.pred(t, ix.parts[0][0])
+        if r < 0.65:
+            return self.pred(t) + rng.choice([" AND ", " OR "]) + self.pred(t)
+        return self.pred(t)
+
+    def row_values(self, t, cols):
+        return "(" + ", ".join(gen_value(self.rng, c) for c in cols) + ")"
+
+    def insert_cols(self, t):
+        rng = self.rng
+        cols = [c for c in t.cols if not c.nullable or rng.random() < 0.8 or c.autoinc]
+        if rng.random() < 0.2 and any(c.autoinc for c in t.cols):
+            cols = [c for c in cols if not c.autoinc]
+        return cols
+
+    def assignment(self, t, c):
+        rng = self.rng
+        if c.kind == "int" and rng.random() < 0.3:
+            return "`%s` = `%s` + %d" % (c.name, c.name, rng.choice([1, -1, 2]))
+        if c.kind == "str" and rng.random() < 0.2:
+            return "`%s` = UPPER(`%s`)" % (c.name, c.name)
+        return "`%s` = %s" % (c.name, gen_value(rng, c))
+
+    def order_limit(self, t):
+        if t.pk_total() and self.rng.random() < 0.5:
+            return " ORDER BY %s LIMIT %d" % (t.pk_order(self.rng.random() < 0.3), self.rng.randint(1, 4))
+        return ""
+
+    def stmt(self):
+        rng = self.rng
+        t = rng.choice(self.tables)
+        r = rng.random()
+        tn = "`%s`" % t.name
+        if r < 0.30:
+            cols = self.insert_cols(t)
+            verb = rng.choice(["INSERT", "INSERT", "INSERT IGNORE", "REPLACE"])
+            n = rng.choice([1, 1, 1, 2, 3, 5])
+            s = "%s INTO %s (%s) VALUES %s" % (verb, tn, ", ".join("`%s`" % c.name for c in cols),
+                                               ", ".join(self.row_values(t, cols) for _ in range(n)))
+            return s
+        if r < 0.38:
+            cols = self.insert_cols(t)
+            c = rng.choice(t.cols)
+            upd = rng.choice(["`%s` = VALUES(`%s`)" % (c.name, c.name), self.assignment(t, c)])
+            return "INSERT INTO %s (%s) VALUES %s ON DUPLICATE KEY UPDATE %s" % (
+                tn, ", ".join("`%s`" % c.name for c in cols), self.row_values(t, cols), upd)
+        if r < 0.50:
+            nset = rng.randint(1, 2)
+            targets = rng.sample(t.cols, min(nset, len(t.cols)))
+            if t.pk and rng.random() < 0.2:
+                targets = [t.pk[0][0]]
+            sets = ", ".join(self.assignment(t, c) for c in targets)
+            ign = " IGNORE" if rng.random() < 0.15 and t.pk_total() else ""
+            ol = self.order_limit(t)
+            if not ol and t.pk_total():
+                ol = " ORDER BY %s" % t.pk_order(rng.random() < 0.3)
+            return "UPDATE%s %s SET %s WHERE %s%s" % (ign, tn, sets, self.where(t), ol)
+        if r < 0.58:
+            return "DELETE FROM %s WHERE %s%s" % (tn, self.where(t), self.order_limit(t))
+        if r < 0.66:
+            if not self.in_trx:
+                self.in_trx = True
+                self.savepoints = 0
+                return rng.choice(["BEGIN", "START TRANSACTION", "BEGIN"])
+            x = rng.random()
+            if x < 0.3:
+                self.savepoints += 1
+                return "SAVEPOINT sp%d" % self.savepoints
+            if x < 0.45 and self.savepoints:
+                return "ROLLBACK TO SAVEPOINT sp%d" % rng.randint(1, self.savepoints)
+            self.in_trx = False
+            return rng.choice(["COMMIT", "COMMIT", "ROLLBACK"])
+        if r < 0.665:
+            self.in_trx = False
+            return "TRUNCATE TABLE %s" % tn
+        if r < 0.68:
+            return self.alter(t)
+        return self.select(t)
+
+    def alter(self, t):
+        rng = self.rng
+        self.in_trx = False  # implicit commit
+        x = rng.random()
+        if x < 0.3:
+            self.colseq += 1
+            c = gen_col(rng, "c%d" % self.colseq, allow_big=False)
+            c.nullable = True if rng.random() < 0.7 else c.nullable
+            t.cols.append(c)
+            return "ALTER TABLE `%s` ADD COLUMN %s" % (t.name, c.ddl())
+        if x < 0.5:
+            cand = [c for c in t.cols if not c.autoinc and not any(c is p[0] for p in (t.pk or []))
+                    and not any(c is p[0] for i in t.indexes for p in i.parts)]
+            if len(cand) and len(t.cols) > 2:
+                c = rng.choice(cand)
+                t.cols.remove(c)
+                return "ALTER TABLE `%s` DROP COLUMN `%s`" % (t.name, c.name)
+        if x < 0.8 or not t.indexes:
+            k = rng.randint(1, min(2, len(t.cols)))
+            parts = [key_part(rng, c) for c in rng.sample(t.cols, k)]
+            self.colseq += 1
+            ix = Index("k%d" % self.colseq, parts, rng.random() < 0.4)
+            t.indexes.append(ix)
+            return "ALTER TABLE `%s` ADD %s" % (t.name, ix.ddl())
+        ix = rng.choice(t.indexes)
+        t.indexes.remove(ix)
+        return "ALTER TABLE `%s` DROP INDEX `%s`" % (t.name, ix.name)
+
+    def select(self, t):
+        rng = self.rng
+        tn = "`%s`" % t.name
+        x = rng.random()
+        if x < 0.3 and t.pk_total():
+            desc = rng.random() < 0.5
+            return "SELECT * FROM %s WHERE %s ORDER BY %s LIMIT %d" % (
+                tn, self.where(t), t.pk_order(desc), rng.randint(1, 10))
+        if x < 0.6 and t.indexes:
+            return self.index_check(t, rng.choice(t.indexes))
+        return "SELECT COUNT(*) FROM %s WHERE %s" % (tn, self.where(t))
+
+    def index_check(self, t, ix, pred=True):
+        rng = self.rng
+        c = ix.parts[0][0]
+        where = ""
+        if pred:
+            v = gen_value(rng, c, big_ok=False)
+            op = rng.choice(["<", "<=", ">", ">=", "=", "BETWEEN", "LIKE", "IS NULL", "IS NOT NULL", "none"])
+            if op == "BETWEEN":
+                where = " WHERE `%s` BETWEEN %s AND %s" % (c.name, v, gen_value(rng, c, big_ok=False))
+            elif op == "LIKE":
+                where = " WHERE `%s` LIKE %s" % (c.name, sql_str(rng.choice(["a", "A", "é", "", "x", "1", "ß"]) + "%"))
+            elif op in ("IS NULL", "IS NOT NULL"):
+                where = " WHERE `%s` %s" % (c.name, op)
+            elif op != "none":
+                where = " WHERE `%s` %s %s" % (c.name, op, v)
+        if t.pk_total():
+            desc = rng.random() < 0.4
+            d = " DESC" if desc else ""
+            order = ", ".join("`%s`%s" % (p[0].name, d) for p in ix.parts) + ", " + t.pk_order(desc)
+            lim = " LIMIT %d" % rng.randint(1, 8) if rng.random() < 0.4 else ""
+            return "SELECT * FROM `%s` FORCE INDEX (`%s`)%s ORDER BY %s%s" % (t.name, ix.name, where, order, lim)
+        return "SELECT * FROM `%s` FORCE INDEX (`%s`)%s" % (t.name, ix.name, where)  # compared as a multiset
+
+
+# --------------------------------------------------------------------------
+# The differential runner
+# --------------------------------------------------------------------------
+DB_T, DB_I = "rd_t", "rd_i"
+
+
+class Divergence(Exception):
+    pass
+
+
+def unordered(sql):
+    s = sql.lstrip().upper()
+    return s.startswith("SELECT") and " ORDER BY " not in s.upper()
+
+
+class Runner:
+    def __init__(self, server, log=print, quiet=False):
+        self.server = server
+        self.log = log
+        self.quiet = quiet
+        self.ct = self.ci = None
+        self.history = []
+        self.divergences = []
+        self.tables = []  # names
+        self.known = []
+
+    def connect(self):
+        for c in (self.ct, self.ci):
+            if c:
+                c.close()
+        self.ct = Conn(self.server.sock, DB_T)
+        self.ci = Conn(self.server.sock, DB_I)
+
+    def setup_dbs(self):
+        c = Conn(self.server.sock)
+        for db, eng in ((DB_T, "TidesDB"), (DB_I, "InnoDB")):
+            c.query("DROP DATABASE IF EXISTS %s" % db)
+            r = c.query("CREATE DATABASE %s" % db)
+            assert r.err is None, r.errmsg
+        c.close()
+        self.connect()
+        self.ct.query("SET default_storage_engine=TidesDB")
+        self.ci.query("SET default_storage_engine=InnoDB")
+
+    def session_init(self):
+        self.ct.query("SET default_storage_engine=TidesDB")
+        self.ci.query("SET default_storage_engine=InnoDB")
+
+    def run_both(self, sql):
+        try:
+            rt = self.ct.query(sql)
+        except ConnLost as e:
+            raise Divergence("TidesDB connection lost on statement (server crash?): %s\n%s" % (e, self.server.error_log_tail()))
+        try:
+            ri = self.ci.query(sql)
+        except ConnLost as e:
+            raise Divergence("InnoDB connection lost on statement (server crash?): %s\n%s" % (e, self.server.error_log_tail()))
+        return rt, ri
+
+    def diverge(self, kind, sql, rt, ri, extra=""):
+        msg = "DIVERGENCE (%s)\n  statement: %s\n  InnoDB : %s\n  TidesDB: %s%s" % (
+            kind, short(sql), indent(ri.show()), indent(rt.show()), extra)
+        raise Divergence(msg)
+
+    def exec(self, sql, record=True):
+        if record:
+            self.history.append(sql)
+        if sql == "-- @restart":
+            self.restart(False)
+            return
+        if sql == "-- @kill9":
+            self.restart(True)
+            return
+        rt, ri = self.run_both(sql)
+        if unordered(sql) and rt.rows is not None and ri.rows is not None:
+            rt.rows.sort(key=sortkey)
+            ri.rows.sort(key=sortkey)
+        if rt.key() != ri.key():
+            if rt.err != ri.err:
+                kind = "error"
+            elif rt.affected != ri.affected:
+                kind = "affected rows"
+            elif rt.insert_id != ri.insert_id:
+                kind = "insert id"
+            elif rt.warnings != ri.warnings:
+                kind = "warnings"
+            else:
+                kind = "result set"
+            extra = ""
+            if rt.warnings or ri.warnings:
+                wt = self.ct.query("SHOW WARNINGS")
+                wi = self.ci.query("SHOW WARNINGS")
+                extra = "\n  InnoDB warnings : %s\n  TidesDB warnings: %s" % (wi.rows, wt.rows)
+            self.diverge(kind, sql, rt, ri, extra)
+        if sql.startswith("CREATE TABLE") and rt.err is None:
+            self.tables.append(sql.split("`")[1])
+
+    def restart(self, kill):
+        if kill:
+            self.server.kill9()
+        else:
+            self.server.stop()
+        self.server.start()
+        self.connect()
+        self.session_init()
+        self.check_autoinc()
+
+    def check_autoinc(self):
+        """InnoDB persists AUTO_INCREMENT; TidesDB re-seeds from the largest value (documented).
+        Report a difference as KNOWN and align both on InnoDB's value (same statement on both)."""
+        for tn in self.tables:
+            q = ("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA=DATABASE() "
+                 "AND TABLE_NAME='%s'" % tn)
+            rt, ri = self.run_both(q)
+            if rt.rows and ri.rows and rt.rows != ri.rows and ri.rows[0][0] is not None:
+                note = "KNOWN (AUTO_INCREMENT after restart): table %s InnoDB %s TidesDB %s" % (
+                    tn, ri.rows[0][0], rt.rows[0][0])
+                self.known.append(note)
+                self.log("  " + note)
+                self.exec("ALTER TABLE `%s` AUTO_INCREMENT = %s" % (tn, ri.rows[0][0].decode()))
+
+    def full_check(self, gen_tables):
+        for t in gen_tables:
+            if t.name not in self.tables:
+                continue
+            if t.pk_total():
+                self.exec("SELECT * FROM `%s` ORDER BY %s" % (t.name, t.pk_order()), record=False)
+                self.exec("SELECT * FROM `%s` FORCE INDEX (PRIMARY) ORDER BY %s DESC" % (
+                    t.name, t.pk_order().replace("`,", "` DESC,")), record=False)
+            else:
+                self.exec("SELECT * FROM `%s`" % t.name, record=False)
+            self.exec("SELECT COUNT(*) FROM `%s`" % t.name, record=False)
+            for ix in t.indexes:
+                g = Gen(random.Random(0), [t])
+                self.exec(g.index_check(t, ix, pred=False), record=False)
+            self.exec("CHECK TABLE `%s`" % t.name, record=False) if False else None
+
+
+def sortkey(row):
+    return tuple((0, b"") if v is None else (1, v) for v in row)
+
+
+def short(sql, n=2000):
+    return sql if len(sql) <= n else sql[:n] + "...<%d chars>" % len(sql)
+
+
+def indent(s):
+    return s.replace("\n", "\n    ")
+
+
+# --------------------------------------------------------------------------
+# Driving
+# --------------------------------------------------------------------------
+def create_schema(runner, rng, ntables):
+    tables = []
+    i = 0
+    tries = 0
+    while len(tables) < ntables and tries < 50:
+        tries += 1
+        t = gen_table(rng, "t%d" % i)
+        ddl = t.ddl()
+        rt, ri = runner.run_both(ddl)
+        if rt.err is None and ri.err is None:
+            runner.history.append(ddl)
+            runner.tables.append(t.name)
+            tables.append(t)
+            i += 1
+        elif rt.err != ri.err:
+            runner.history.append(ddl)
+            runner.diverge("CREATE TABLE", ddl, rt, ri)
+        else:
+            # both refuse this schema: drop it on both and try another
+            runner.run_both("DROP TABLE IF EXISTS `%s`" % t.name)
+    return tables
+
+
+def run_seed(args, server, seed):
+    rng = random.Random(seed)
+    runner = Runner(server)
+    runner.setup_dbs()
+    t0 = time.time()
+    try:
+        tables = create_schema(runner, rng, rng.randint(2, 4))
+        print("seed %d: schema" % seed)
+        for t in tables:
+            print("  " + short(t.ddl(), 600))
+        gen = Gen(rng, tables)
+        for step in range(1, args.steps + 1):
+            sql = gen.stmt()
+            runner.exec(sql)
+            if sql in ("COMMIT",) or (not gen.in_trx and args.kill_every and step % args.kill_every == 0):
+                pass
+            if args.kill_every and step % args.kill_every == 0:
+                # make the last thing a commit, then kill -9
+                if gen.in_trx:
+                    runner.exec("COMMIT")
+                    gen.in_trx = False
+                runner.exec("-- @kill9")
+                runner.full_check(tables)
+            elif args.restart_every and step % args.restart_every == 0:
+                if gen.in_trx:
+                    runner.exec("COMMIT")
+                    gen.in_trx = False
+                runner.exec("-- @restart")
+                runner.full_check(tables)
+            elif step % args.check_every == 0:
+                runner.full_check(tables)
+        if gen.in_trx:
+            runner.exec("COMMIT")
+        runner.full_check(tables)
+        runner.exec("-- @kill9")
+        runner.full_check(tables)
+    except Divergence as d:
+        print("seed %d: %s" % (seed, d))
+        path = write_repro(seed, runner.history, str(d))
+        print("  repro: %s (%d statements)" % (path, len(runner.history)))
+        if args.shrink:
+            shrink(args, server, seed, runner.history, str(d))
+        return False, runner.known
+    print("seed %d: OK, %d steps in %.0f s (%d known differences)" % (seed, args.steps, time.time() - t0,
+                                                                        len(runner.known)))
+    return True, runner.known
+
+
+def write_repro(seed, stmts, msg, suffix=""):
+    os.makedirs(OUT, exist_ok=True)
+    path = os.path.join(OUT, "repro-%s%s.sql" % (seed, suffix))
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write("-- random-diff seed %s: run in a TidesDB database and an InnoDB database, compare.\n" % seed)
+        f.write("-- '-- @restart' = clean server restart, '-- @kill9' = kill -9 + start.\n")
+        for line in msg.splitlines():
+            f.write("-- " + line[:3000] + "\n")
+        for s in stmts:
+            f.write(s + (";\n" if not s.startswith("-- @") else "\n"))
+    return path
+
+
+def read_repro(path):
+    stmts = []
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("-- @"):
+                stmts.append(line)
+            elif line.startswith("--") or not line:
+                continue
+            else:
+                stmts.append(line[:-1] if line.endswith(";") else line)
+    return stmts
+
+
+def replay(server, stmts, final_check=True):
+    """Run stmts on fresh databases; returns the divergence message or None."""
+    runner = Runner(server, log=lambda *a: None)
+    runner.setup_dbs()
+    try:
+        for s in stmts:
+            runner.exec(s)
+        if final_check:
+            for tn in list(runner.tables):
+                runner.exec("SELECT * FROM `%s`" % tn, record=False)
+    except Divergence as d:
+        return str(d)
+    except ConnLost as e:
+        return "connection lost: %s" % e
+    return None
+
+
+def shrink(args, server, seed, stmts, msg, budget=None):
+    budget = budget or args.shrink_seconds
+    deadline = time.time() + budget
+    kind = msg.split("\n")[0]
+    print("  shrinking (%s, budget %d s) ..." % (kind, budget))
+
+    def fails(cand):
+        m = replay(server, cand)
+        return m is not None and m.split("\n")[0] == kind
+
+    cur = list(stmts)
+    n = 2
+    while len(cur) >= 2 and time.time() < deadline:
+        chunk = max(1, len(cur) // n)
+        reduced = False
+        for i in range(0, len(cur), chunk):
+            if time.time() > deadline:
+                break
+            cand = cur[:i] + cur[i + chunk:]
+            # keep CREATE TABLEs unless nothing else remains
+            if fails(cand):
+                cur = cand
+                n = max(n - 1, 2)
+                reduced = True
+                break
+        if not reduced:
+            if chunk == 1:
+                break
+            n = min(len(cur), n * 2)
+    final = replay(server, cur) or msg
+    path = write_repro(seed, cur, final, "-min")
+    print("  shrunk to %d statements: %s" % (len(cur), path))
+    print("  --- minimal repro ---")
+    for s in cur:
+        print("    " + short(s, 400))
+    print("  " + indent(final))
+    return cur
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, action="append", help="seed (repeatable); default 1")
+    ap.add_argument("--seeds", type=str, help="range a-b of seeds")
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--check-every", type=int, default=100)
+    ap.add_argument("--restart-every", type=int, default=500)
+    ap.add_argument("--kill-every", type=int, default=700)
+    ap.add_argument("--port", type=int, default=3411)
+    ap.add_argument("--var", default=os.path.join(OUT, "var"))
+    ap.add_argument("--shrink", action="store_true", help="delta-debug a divergence to a small repro")
+    ap.add_argument("--shrink-seconds", type=int, default=300)
+    ap.add_argument("--replay", help="run a repro file and report its first divergence")
+    ap.add_argument("--keep-going", action="store_true", help="run all seeds even after a divergence")
+    ap.add_argument("--keep-server", action="store_true")
+    args = ap.parse_args()
+    seeds = args.seed or []
+    if args.seeds:
+        a, b = args.seeds.split("-")
+        seeds += list(range(int(a), int(b) + 1))
+    seeds = seeds or [1]
+    server = Server(os.path.abspath(args.var), args.port)
+    server.start()
+    ok_all = True
+    known = []
+    try:
+        if args.replay:
+            stmts = read_repro(args.replay)
+            m = replay(server, stmts)
+            print(m or "no divergence")
+            if m and args.shrink:
+                shrink(args, server, "replay", stmts, m)
+            return 1 if m else 0
+        for s in seeds:
+            if not server.alive():
+                server.start()
+            ok, k = run_seed(args, server, s)
+            known += k
+            ok_all &= ok
+            if not ok and not args.keep_going:
+                break
+    finally:
+        if not args.keep_server:
+            server.stop()
+    if known:
+        print("known (documented) differences seen: %d" % len(known))
+    print("random-diff: %s" % ("OK" if ok_all else "DIVERGENCE"))
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
