@@ -1,16 +1,426 @@
-//! Background compaction.
+//! Leveled compaction.
+//!
+//! * L0 (overlapping files, newest first) is compacted into L1 when it holds
+//!   `L0_TRIGGER` files: all L0 files plus the overlapping L1 files are merged.
+//! * Li (i >= 1) is compacted when its size exceeds its target
+//!   (`base * 10^(i-1)`, `base = max(4 * write_buffer_size, 1 MiB)`): one file
+//!   (round-robin by key) plus the overlapping files of L(i+1). A single file
+//!   with no overlap below is moved by a manifest edit only.
+//! * Writers are slowed (1 ms per commit group) at `L0_SLOWDOWN` L0 files and
+//!   stalled at `L0_STOP`.
+//! * Garbage collection is snapshot aware: versions of a key are grouped in
+//!   "stripes" by the live snapshots (plus "latest"); only the newest version
+//!   of each stripe is kept. A tombstone is dropped when it is the oldest kept
+//!   version, every live snapshot already sees it, and no deeper level holds
+//!   the key range (bottommost).
+//! * Outputs are cut at user-key boundaries so that a user key lives in one
+//!   file per level.
 
-use crate::db::{CfInner, DbInner};
+use crate::db::{finish_table, CfInner, DbInner, FileHandle, Levels, SuperVersion};
 use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::Kind;
+use crate::manifest::{EditOp, NUM_LEVELS};
+use crate::sst::{self, TableBuilder, TableIter};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) const L0_TRIGGER: usize = 4;
+pub(crate) const L0_SLOWDOWN: usize = 12;
+pub(crate) const L0_STOP: usize = 20;
+
+struct Job {
+    level: usize,
+    inputs: Vec<Arc<FileHandle>>,
+    out_level: usize,
+    trivial_move: bool,
+}
+
+/// k-way merge of table iterators in internal-key order.
+struct Merger {
+    its: Vec<TableIter>,
+}
+
+impl Merger {
+    fn current(&self) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for (i, it) in self.its.iter().enumerate() {
+            if !it.valid() {
+                continue;
+            }
+            best = match best {
+                None => Some(i),
+                Some(b) => {
+                    let o = crate::key::compare_parts(
+                        it.user_key(),
+                        it.seq(),
+                        self.its[b].user_key(),
+                        self.its[b].seq(),
+                    );
+                    if o == std::cmp::Ordering::Less {
+                        Some(i)
+                    } else {
+                        Some(b)
+                    }
+                }
+            };
+        }
+        best
+    }
+}
+
 impl DbInner {
     pub(crate) fn compaction_thread(self: Arc<Self>) {
-        while self.bg_wait(Duration::from_millis(500)) {}
+        loop {
+            let mut did = false;
+            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+            for cf in cfs {
+                if self.is_shutdown() || self.is_poisoned() {
+                    break;
+                }
+                match self.maybe_compact(&cf) {
+                    Ok(true) => did = true,
+                    Ok(false) => {}
+                    Err(_) => {
+                        // Compaction failures lose nothing; retry later.
+                    }
+                }
+            }
+            if !did && !self.bg_wait(Duration::from_millis(200)) {
+                return;
+            }
+            if self.is_shutdown() {
+                return;
+            }
+        }
     }
 
-    pub(crate) fn compact_cf_fully(&self, _cf: &Arc<CfInner>) -> Result<()> {
+    fn level_target(&self, level: usize) -> u64 {
+        let base = (self.opts.write_buffer_size as u64 * 4).max(1 << 20);
+        let mut t = base;
+        for _ in 1..level {
+            t = t.saturating_mul(10);
+        }
+        t
+    }
+
+    fn target_file_size(&self) -> u64 {
+        (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20)
+    }
+
+    fn pick(&self, cf: &CfInner, lv: &Levels) -> Option<Job> {
+        let mut best: Option<(f64, usize)> = None;
+        let l0 = lv.levels.first().map_or(0, |l| l.len());
+        if l0 >= L0_TRIGGER {
+            best = Some((l0 as f64 / L0_TRIGGER as f64, 0));
+        }
+        for lvl in 1..NUM_LEVELS - 1 {
+            let bytes: u64 = lv.levels[lvl].iter().map(|f| f.meta.size).sum();
+            let score = bytes as f64 / self.level_target(lvl) as f64;
+            if score >= 1.0 && best.map_or(true, |b| score > b.0) {
+                best = Some((score, lvl));
+            }
+        }
+        let (_, level) = best?;
+        let mut inputs: Vec<Arc<FileHandle>>;
+        if level == 0 {
+            inputs = lv.levels[0].clone();
+        } else {
+            let files = &lv.levels[level];
+            let ptr = cf
+                .compact_ptr
+                .lock()
+                .get(level)
+                .cloned()
+                .unwrap_or_default();
+            let f = files
+                .iter()
+                .find(|f| f.meta.smallest > ptr)
+                .or_else(|| files.first())?
+                .clone();
+            if let Some(p) = cf.compact_ptr.lock().get_mut(level) {
+                *p = f.meta.largest.clone();
+            }
+            inputs = vec![f];
+        }
+        let (lo, hi) = key_range(&inputs)?;
+        let n_upper = inputs.len();
+        for f in &lv.levels[level + 1] {
+            if f.meta.largest.as_slice() >= lo.as_slice()
+                && f.meta.smallest.as_slice() <= hi.as_slice()
+            {
+                inputs.push(f.clone());
+            }
+        }
+        let trivial_move = level > 0 && n_upper == 1 && inputs.len() == 1;
+        Some(Job {
+            level,
+            inputs,
+            out_level: level + 1,
+            trivial_move,
+        })
+    }
+
+    /// Runs one compaction for `cf` if one is due. Returns whether it did work.
+    pub(crate) fn maybe_compact(&self, cf: &Arc<CfInner>) -> Result<bool> {
+        let _g = match cf.compaction_lock.try_lock() {
+            Some(g) => g,
+            None => return Ok(false),
+        };
+        if cf.dropped.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let sv = cf.current();
+        let Some(job) = self.pick(cf, &sv.levels) else {
+            return Ok(false);
+        };
+        self.run_job(cf, &sv.levels, job)?;
+        Ok(true)
+    }
+
+    /// Manual full compaction: merges every file of the CF into one sorted run
+    /// at the deepest non-empty level (at least L1).
+    pub(crate) fn compact_cf_fully(&self, cf: &Arc<CfInner>) -> Result<()> {
+        let _g = cf.compaction_lock.lock();
+        let sv = cf.current();
+        let inputs: Vec<Arc<FileHandle>> = sv.levels.all().cloned().collect();
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let deepest = (1..NUM_LEVELS)
+            .rev()
+            .find(|l| !sv.levels.levels[*l].is_empty())
+            .unwrap_or(1);
+        self.run_job(
+            cf,
+            &sv.levels,
+            Job {
+                level: 0,
+                inputs,
+                out_level: deepest,
+                trivial_move: false,
+            },
+        )
+    }
+
+    fn run_job(&self, cf: &Arc<CfInner>, lv: &Levels, job: Job) -> Result<()> {
+        let mut edit = Vec::new();
+        let mut outputs: Vec<Arc<FileHandle>> = Vec::new();
+        let input_levels: Vec<(usize, u64)> = job
+            .inputs
+            .iter()
+            .map(|f| {
+                (
+                    level_of(lv, f.meta.file_no).unwrap_or(job.level),
+                    f.meta.file_no,
+                )
+            })
+            .collect();
+        if job.trivial_move {
+            let f = &job.inputs[0];
+            outputs.push(f.clone());
+        } else {
+            let (lo, hi) = key_range(&job.inputs).unwrap_or_default();
+            let bottommost = lv.levels[job.out_level + 1..]
+                .iter()
+                .flatten()
+                .all(|f| f.meta.largest < lo || f.meta.smallest > hi);
+            outputs = self.merge_files(cf, &job.inputs, bottommost)?;
+        }
+        for (lvl, no) in &input_levels {
+            edit.push(EditOp::RemoveFile {
+                cf: cf.id,
+                level: *lvl as u8,
+                file_no: *no,
+            });
+        }
+        for f in &outputs {
+            edit.push(EditOp::AddFile {
+                cf: cf.id,
+                level: job.out_level as u8,
+                meta: f.meta.clone(),
+            });
+        }
+        edit.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+        {
+            let mut m = self.manifest.lock();
+            let (w, st) = &mut *m;
+            if cf.dropped.load(Ordering::Acquire) {
+                drop(m);
+                if !job.trivial_move {
+                    for f in &outputs {
+                        let _ = std::fs::remove_file(&f.table.path);
+                    }
+                }
+                return Ok(());
+            }
+            if let Err(e) = self.apply_manifest(w, st, &edit) {
+                if !job.trivial_move {
+                    for f in &outputs {
+                        let _ = std::fs::remove_file(&f.table.path);
+                    }
+                }
+                return Err(e);
+            }
+            let mut g = cf.sv.write();
+            let mut levels = (*g.levels).clone();
+            for l in levels.levels.iter_mut() {
+                l.retain(|f| !input_levels.iter().any(|(_, no)| *no == f.meta.file_no));
+            }
+            levels.levels[job.out_level].extend(outputs.iter().cloned());
+            levels.normalize();
+            *g = Arc::new(SuperVersion {
+                mem: g.mem.clone(),
+                imms: g.imms.clone(),
+                levels: Arc::new(levels),
+            });
+        }
+        if !job.trivial_move {
+            for f in &job.inputs {
+                let _ = std::fs::remove_file(&f.table.path);
+                self.cache.evict_file(f.meta.file_no);
+            }
+        }
+        self.stall_cv_notify();
         Ok(())
     }
+
+    fn merge_files(
+        &self,
+        cf: &Arc<CfInner>,
+        inputs: &[Arc<FileHandle>],
+        bottommost: bool,
+    ) -> Result<Vec<Arc<FileHandle>>> {
+        let mut snaps = self.live_snapshots();
+        snaps.push(u64::MAX);
+        let oldest = self.oldest_snapshot();
+        let mut m = Merger {
+            its: inputs
+                .iter()
+                .map(|f| TableIter::new(f.table.clone()))
+                .collect(),
+        };
+        for it in m.its.iter_mut() {
+            it.seek_to_first();
+        }
+        let target = self.target_file_size();
+        let mut outputs = Vec::new();
+        let mut builder: Option<(u64, TableBuilder)> = None;
+        let mut cur_user: Vec<u8> = Vec::new();
+        let mut versions: Vec<(u64, Kind, Vec<u8>)> = Vec::new();
+        let mut have_key = false;
+
+        let emit = |user: &[u8],
+                    versions: &mut Vec<(u64, Kind, Vec<u8>)>,
+                    builder: &mut Option<(u64, TableBuilder)>,
+                    outputs: &mut Vec<Arc<FileHandle>>|
+         -> Result<()> {
+            // stripes: keep newest version per snapshot stripe
+            let mut kept: Vec<(u64, Kind, Vec<u8>)> = Vec::new();
+            let mut last_stripe = usize::MAX;
+            for (s, k, v) in versions.drain(..) {
+                let stripe = snaps.partition_point(|&x| x < s);
+                if stripe == last_stripe {
+                    continue;
+                }
+                last_stripe = stripe;
+                kept.push((s, k, v));
+            }
+            if bottommost {
+                while matches!(kept.last(), Some((s, Kind::Delete, _)) if *s <= oldest) {
+                    kept.pop();
+                }
+            }
+            if kept.is_empty() {
+                return Ok(());
+            }
+            if let Some((_, b)) = builder.as_ref() {
+                if b.estimated_size() >= target {
+                    if let Some((no, b)) = builder.take() {
+                        let (fm, t) = finish_table(b, no, &self.cache)?;
+                        outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
+                    }
+                }
+            }
+            if builder.is_none() {
+                let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                let b = TableBuilder::create(
+                    sst::table_path(&self.dir, no),
+                    cf.opts.block_size,
+                    cf.opts.compression,
+                    cf.opts.bloom_bits_per_key,
+                )?;
+                *builder = Some((no, b));
+            }
+            if let Some((_, b)) = builder.as_mut() {
+                for (s, k, v) in kept {
+                    b.add(user, s, k, &v)?;
+                }
+            }
+            Ok(())
+        };
+
+        let result = (|| -> Result<()> {
+            loop {
+                if self.is_shutdown() {
+                    return Err(crate::Error::Closed);
+                }
+                let Some(i) = m.current() else { break };
+                let it = &m.its[i];
+                if !have_key || it.user_key() != cur_user.as_slice() {
+                    if have_key {
+                        let u = std::mem::take(&mut cur_user);
+                        emit(&u, &mut versions, &mut builder, &mut outputs)?;
+                    }
+                    cur_user = it.user_key().to_vec();
+                    have_key = true;
+                }
+                versions.push((it.seq(), it.kind(), it.value().to_vec()));
+                m.its[i].next();
+            }
+            for it in &m.its {
+                it.status()?;
+            }
+            if have_key {
+                let u = std::mem::take(&mut cur_user);
+                emit(&u, &mut versions, &mut builder, &mut outputs)?;
+            }
+            if let Some((no, b)) = builder.take() {
+                if b.num_entries() > 0 {
+                    let (fm, t) = finish_table(b, no, &self.cache)?;
+                    outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
+                } else {
+                    let p = b.path().to_path_buf();
+                    drop(b);
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            if let Some((_, b)) = builder.take() {
+                let p = b.path().to_path_buf();
+                drop(b);
+                let _ = std::fs::remove_file(p);
+            }
+            for f in &outputs {
+                let _ = std::fs::remove_file(&f.table.path);
+            }
+            return Err(e);
+        }
+        Ok(outputs)
+    }
+}
+
+fn level_of(lv: &Levels, file_no: u64) -> Option<usize> {
+    lv.levels
+        .iter()
+        .position(|l| l.iter().any(|f| f.meta.file_no == file_no))
+}
+
+fn key_range(files: &[Arc<FileHandle>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files.iter().map(|f| &f.meta.smallest).min()?.clone();
+    let hi = files.iter().map(|f| &f.meta.largest).max()?.clone();
+    Some((lo, hi))
 }

@@ -102,6 +102,35 @@ pub(crate) struct CfInner {
     pub dropped: AtomicBool,
     pub sv: RwLock<Arc<SuperVersion>>,
     pub db_uid: u64,
+    /// One compaction at a time per column family.
+    pub compaction_lock: Mutex<()>,
+    /// Round-robin compaction pointer (largest key compacted) per level.
+    pub compact_ptr: Mutex<Vec<Vec<u8>>>,
+}
+
+impl CfInner {
+    pub(crate) fn new(
+        id: u64,
+        name: String,
+        opts: CfOptions,
+        levels: Levels,
+        db_uid: u64,
+    ) -> CfInner {
+        CfInner {
+            id,
+            name: Mutex::new(name),
+            opts,
+            dropped: AtomicBool::new(false),
+            sv: RwLock::new(Arc::new(SuperVersion {
+                mem: Arc::new(Memtable::new()),
+                imms: Vec::new(),
+                levels: Arc::new(levels),
+            })),
+            db_uid,
+            compaction_lock: Mutex::new(()),
+            compact_ptr: Mutex::new(vec![Vec::new(); NUM_LEVELS]),
+        }
+    }
 }
 
 impl CfInner {
@@ -398,18 +427,13 @@ impl DbInner {
             levels.normalize();
             cfs.insert(
                 *id,
-                Arc::new(CfInner {
-                    id: *id,
-                    name: Mutex::new(meta.name.clone()),
-                    opts: meta.opts.clone(),
-                    dropped: AtomicBool::new(false),
-                    sv: RwLock::new(Arc::new(SuperVersion {
-                        mem: Arc::new(Memtable::new()),
-                        imms: Vec::new(),
-                        levels: Arc::new(levels),
-                    })),
-                    db_uid: uid,
-                }),
+                Arc::new(CfInner::new(
+                    *id,
+                    meta.name.clone(),
+                    meta.opts.clone(),
+                    levels,
+                    uid,
+                )),
             );
         }
 
@@ -561,7 +585,6 @@ impl DbInner {
         Ok(())
     }
 
-    #[allow(dead_code)]
     pub(crate) fn is_shutdown(&self) -> bool {
         self.bg.lock().shutdown
     }
@@ -686,18 +709,13 @@ impl DbInner {
             self.apply_manifest(w, st, &ops)?;
             id
         };
-        let inner = Arc::new(CfInner {
+        let inner = Arc::new(CfInner::new(
             id,
-            name: Mutex::new(name.to_string()),
+            name.to_string(),
             opts,
-            dropped: AtomicBool::new(false),
-            sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new()),
-                imms: Vec::new(),
-                levels: Arc::new(Levels::new()),
-            })),
-            db_uid: self.uid,
-        });
+            Levels::new(),
+            self.uid,
+        ));
         self.cfs.write().insert(id, inner.clone());
         Ok(Cf { inner })
     }
@@ -785,14 +803,12 @@ impl DbInner {
     }
 
     /// Oldest sequence any live snapshot can read at.
-    #[allow(dead_code)]
     pub(crate) fn oldest_snapshot(&self) -> u64 {
         let s = self.snapshots.lock();
         let vis = self.visible_seq.load(Ordering::Acquire);
         s.keys().next().copied().unwrap_or(vis).min(vis)
     }
 
-    #[allow(dead_code)]
     pub(crate) fn live_snapshots(&self) -> Vec<u64> {
         self.snapshots.lock().keys().copied().collect()
     }
@@ -928,7 +944,10 @@ impl DbInner {
         loop {
             let stalled = group.iter().any(|(_, r)| {
                 r.ops.lock().iter().any(|(cf, _)| {
-                    !cf.dropped.load(Ordering::Relaxed) && cf.current().imms.len() >= MAX_IMMS
+                    let sv = cf.current();
+                    !cf.dropped.load(Ordering::Relaxed)
+                        && (sv.imms.len() >= MAX_IMMS
+                            || sv.levels.levels[0].len() >= crate::compaction::L0_STOP)
                 })
             });
             if !stalled {
@@ -939,6 +958,15 @@ impl DbInner {
             }
             self.request_flush();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
+        }
+        let slow = group.iter().any(|(_, r)| {
+            r.ops.lock().iter().any(|(cf, _)| {
+                cf.current().levels.levels[0].len() >= crate::compaction::L0_SLOWDOWN
+            })
+        });
+        if slow {
+            self.bg_notify();
+            self.stall_cv.wait_for(&mut w, Duration::from_millis(1));
         }
         let mut framed = Vec::new();
         let mut accepted: Vec<(usize, u64, CfOps)> = Vec::new();
@@ -1310,10 +1338,13 @@ impl DbInner {
         self.compact_cf_fully(&cf.inner)
     }
 
-    #[allow(dead_code)]
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
     }
+    pub(crate) fn stall_cv_notify(&self) {
+        self.stall_cv.notify_all();
+    }
+
     #[allow(dead_code)]
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::SeqCst);

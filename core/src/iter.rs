@@ -433,3 +433,161 @@ impl MergeIter {
         }
     }
 }
+
+/// Concatenating iterator over the sorted, non-overlapping files of one level
+/// (L1+). Opens one table iterator at a time.
+pub(crate) struct LevelIter {
+    files: Vec<std::sync::Arc<crate::db::FileHandle>>,
+    idx: usize,
+    cur: Option<crate::sst::TableIter>,
+    err: Option<crate::Error>,
+}
+
+impl LevelIter {
+    pub(crate) fn new(files: Vec<std::sync::Arc<crate::db::FileHandle>>) -> LevelIter {
+        LevelIter {
+            files,
+            idx: 0,
+            cur: None,
+            err: None,
+        }
+    }
+    fn open(&mut self, i: usize) -> bool {
+        self.idx = i;
+        match self.files.get(i) {
+            Some(f) => {
+                self.cur = Some(crate::sst::TableIter::new(f.table.clone()));
+                true
+            }
+            None => {
+                self.cur = None;
+                false
+            }
+        }
+    }
+    fn cur_valid(&self) -> bool {
+        self.cur.as_ref().is_some_and(|c| c.valid())
+    }
+    fn capture_err(&mut self) -> bool {
+        if let Some(c) = &self.cur {
+            if let Err(e) = c.status() {
+                self.err = Some(e);
+                self.cur = None;
+                return true;
+            }
+        }
+        false
+    }
+    fn skip_fwd(&mut self) {
+        while !self.cur_valid() {
+            if self.capture_err() || self.cur.is_none() {
+                return;
+            }
+            if !self.open(self.idx + 1) {
+                return;
+            }
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first();
+            }
+        }
+    }
+    fn skip_bwd(&mut self) {
+        while !self.cur_valid() {
+            if self.capture_err() || self.cur.is_none() {
+                return;
+            }
+            if self.idx == 0 {
+                self.cur = None;
+                return;
+            }
+            self.open(self.idx - 1);
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_last();
+            }
+        }
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.err.is_none() && self.cur_valid()
+    }
+    fn seek(&mut self, user: &[u8], seq: u64) {
+        self.err = None;
+        let i = self
+            .files
+            .partition_point(|f| f.meta.largest.as_slice() < user);
+        if self.open(i) {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek(user, seq);
+            }
+            self.skip_fwd();
+        }
+    }
+    fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
+        self.err = None;
+        let i = self
+            .files
+            .partition_point(|f| f.meta.smallest.as_slice() <= user);
+        if i == 0 {
+            self.cur = None;
+            return;
+        }
+        self.open(i - 1);
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_for_prev(user, seq);
+        }
+        self.skip_bwd();
+    }
+    fn seek_to_first(&mut self) {
+        self.err = None;
+        if self.open(0) {
+            if let Some(c) = self.cur.as_mut() {
+                c.seek_to_first();
+            }
+            self.skip_fwd();
+        }
+    }
+    fn seek_to_last(&mut self) {
+        self.err = None;
+        if self.files.is_empty() {
+            self.cur = None;
+            return;
+        }
+        self.open(self.files.len() - 1);
+        if let Some(c) = self.cur.as_mut() {
+            c.seek_to_last();
+        }
+        self.skip_bwd();
+    }
+    fn next(&mut self) {
+        if let Some(c) = self.cur.as_mut() {
+            c.next();
+        }
+        self.skip_fwd();
+    }
+    fn prev(&mut self) {
+        if let Some(c) = self.cur.as_mut() {
+            c.prev();
+        }
+        self.skip_bwd();
+    }
+    fn user_key(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.user_key())
+    }
+    fn seq(&self) -> u64 {
+        self.cur.as_ref().map_or(0, |c| c.seq())
+    }
+    fn kind(&self) -> Kind {
+        self.cur.as_ref().map_or(Kind::Delete, |c| c.kind())
+    }
+    fn value(&self) -> &[u8] {
+        self.cur.as_ref().map_or(&[], |c| c.value())
+    }
+    fn status(&self) -> Result<()> {
+        match &self.err {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
+        }
+    }
+}

@@ -452,12 +452,10 @@ impl TableBuilder {
         Ok(())
     }
 
-    #[allow(dead_code)]
     pub(crate) fn estimated_size(&self) -> u64 {
         self.offset + self.block.estimated_size() as u64
     }
 
-    #[allow(dead_code)]
     pub(crate) fn num_entries(&self) -> u64 {
         self.props.num_entries
     }

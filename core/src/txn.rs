@@ -137,21 +137,28 @@ impl Txn {
         for m in sv.imms.iter().rev() {
             sources.push(Source::new(Box::new(MemIter::new(m.clone())), snap));
         }
-        for f in sv.levels.all() {
-            if f.meta.min_seq > snap {
-                continue;
-            }
-            if let (Some(u), true) = (&opts.upper_bound, true) {
-                if f.meta.smallest.as_slice() >= u.as_slice() {
-                    continue;
+        let in_range = |f: &crate::db::FileHandle| {
+            opts.upper_bound
+                .as_ref()
+                .map_or(true, |u| f.meta.smallest.as_slice() < u.as_slice())
+                && opts
+                    .lower_bound
+                    .as_ref()
+                    .map_or(true, |l| f.meta.largest.as_slice() >= l.as_slice())
+        };
+        for (lvl, files) in sv.levels.levels.iter().enumerate() {
+            if lvl == 0 {
+                for f in files {
+                    if f.meta.min_seq <= snap && in_range(f) {
+                        sources.push(Source::new(Box::new(TableIter::new(f.table.clone())), snap));
+                    }
+                }
+            } else {
+                let fs: Vec<_> = files.iter().filter(|f| in_range(f)).cloned().collect();
+                if !fs.is_empty() {
+                    sources.push(Source::new(Box::new(crate::iter::LevelIter::new(fs)), snap));
                 }
             }
-            if let Some(l) = &opts.lower_bound {
-                if f.meta.largest.as_slice() < l.as_slice() {
-                    continue;
-                }
-            }
-            sources.push(Source::new(Box::new(TableIter::new(f.table.clone())), snap));
         }
         let db = self.db.clone();
         let cfi = cf.inner.clone();

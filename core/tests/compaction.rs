@@ -1,0 +1,126 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+use std::time::{Duration, Instant};
+use tidesdb_core::*;
+
+fn opts() -> DbOptions {
+    DbOptions {
+        sync_mode: SyncMode::None,
+        write_buffer_size: 32 << 10,
+        ..DbOptions::default()
+    }
+}
+
+fn count(db: &Db, cf: &Cf) -> usize {
+    let mut t = db.begin(Isolation::RepeatableRead);
+    let mut it = t.iter(cf, IterOptions::default()).unwrap();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next();
+    }
+    it.status().unwrap();
+    n
+}
+
+#[test]
+fn background_compaction_bounds_l0_and_keeps_data() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    for round in 0..30u32 {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..500u32 {
+            t.put(
+                &cf,
+                format!("k{:06}", (i * 7919 + round * 13) % 3000).as_bytes(),
+                &[round as u8; 60],
+            )
+            .unwrap();
+        }
+        t.commit().unwrap();
+    }
+    db.flush().unwrap();
+    let t0 = Instant::now();
+    while db.cf_stats(&cf).files_per_level[0] >= 4 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = db.cf_stats(&cf);
+    assert!(st.files_per_level[0] < 4, "{st:?}");
+    assert!(st.files_per_level[1..].iter().sum::<u64>() > 0, "{st:?}");
+    let n = count(&db, &cf);
+    assert!(n > 2000 && n <= 3000);
+    db.close().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.cf("t").unwrap();
+    assert_eq!(count(&db, &cf), n);
+}
+
+#[test]
+fn gc_respects_snapshots_and_drops_tombstones() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let put = |k: &[u8], v: &[u8]| {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, k, v).unwrap();
+        t.commit().unwrap();
+    };
+    for i in 0..100u32 {
+        put(format!("k{i:03}").as_bytes(), b"v1");
+    }
+    let mut old = db.begin(Isolation::RepeatableRead);
+    for i in 0..100u32 {
+        put(format!("k{i:03}").as_bytes(), b"v2");
+    }
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in 0..50u32 {
+        t.delete(&cf, format!("k{i:03}").as_bytes()).unwrap();
+    }
+    t.commit().unwrap();
+    db.compact_range(&cf, None, None).unwrap();
+    // the old snapshot still sees v1 everywhere
+    assert_eq!(old.get(&cf, b"k010").unwrap().unwrap(), b"v1");
+    assert_eq!(old.get(&cf, b"k090").unwrap().unwrap(), b"v1");
+    assert_eq!(count(&db, &cf), 50);
+    let keys_with_snapshot = db.cf_stats(&cf).approx_keys;
+    // per key: the version seen by `old` (v1) + the newest (v2 or tombstone)
+    assert_eq!(keys_with_snapshot, 200);
+    old.rollback();
+    db.compact_range(&cf, None, None).unwrap();
+    let st = db.cf_stats(&cf);
+    assert_eq!(st.approx_keys, 50, "{st:?}");
+    assert_eq!(count(&db, &cf), 50);
+    let mut t = db.begin(Isolation::RepeatableRead);
+    assert_eq!(t.get(&cf, b"k060").unwrap().unwrap(), b"v2");
+    assert_eq!(t.get(&cf, b"k010").unwrap(), None);
+}
+
+#[test]
+fn dropped_cf_space_reclaimed() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("big", CfOptions::default()).unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in 0..5000u32 {
+        t.put(&cf, format!("k{i:06}").as_bytes(), &[1u8; 100])
+            .unwrap();
+    }
+    t.commit().unwrap();
+    db.flush().unwrap();
+    let ssts = |p: &std::path::Path| {
+        std::fs::read_dir(p)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "sst")
+            })
+            .count()
+    };
+    assert!(ssts(d.path()) > 0);
+    db.drop_cf("big").unwrap();
+    assert_eq!(ssts(d.path()), 0);
+}
