@@ -7,9 +7,14 @@
 # this builds a private mtr root of symlinks in target/mtr-root that mirrors Debian's
 # /usr layout, with our plugin in its plugin folder and mysql-test/ mounted as
 # plugin/tidesdb/. Usage: scripts/mtr.sh [mtr arguments]; default: our suites.
+#
+# Environment: MTR_VAR (vardir), MTR_PARALLEL, MTR_SUITES, and, for
+# scripts/mtr-vs-innodb.sh, MTR_ROOT (the private mtr root to build) and
+# MTR_TEST_DIR (the folder whose suites are mounted; default mysql-test/).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-R=$ROOT/target/mtr-root
+R=${MTR_ROOT:-$ROOT/target/mtr-root}
+TEST_DIR=${MTR_TEST_DIR:-$ROOT/mysql-test}
 MTR_VAR=${MTR_VAR:-$ROOT/target/mtr-var}
 PARALLEL=${MTR_PARALLEL:-2}
 SUITES=${MTR_SUITES:-tidesdb}
@@ -24,7 +29,7 @@ ln -s "$ROOT/target/plugin/ha_tidesdb.so" "$R/lib/mysql/plugin/ha_tidesdb.so"
 for p in /usr/share/mysql/*; do [ "$(basename "$p")" = mysql-test ] || ln -s "$p" "$R/share/mysql/"; done
 cp -as /usr/share/mysql/mysql-test "$R/share/mysql/mysql-test"
 mkdir -p "$R/share/mysql/mysql-test/plugin/tidesdb"
-for suite in "$ROOT"/mysql-test/*/; do
+for suite in "$TEST_DIR"/*/; do
   ln -s "${suite%/}" "$R/share/mysql/mysql-test/plugin/tidesdb/$(basename "$suite")"
 done
 

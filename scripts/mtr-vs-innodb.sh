@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Proves the tidesdb suite's recorded results against InnoDB.
+#
+# Copies mysql-test/ to a scratch dir (target/mtr-innodb/tests), switches the suite's
+# default storage engine to InnoDB there (the plugin is still loaded, so
+# have_tidesdb.inc and tests that name ENGINE=TidesDB on purpose still work), records
+# every test -- disabled ones too (--enable-disabled) -- with InnoDB into that
+# scratch copy, and diffs InnoDB's results against the recorded TidesDB results of
+# mysql-test/tidesdb/r/. Nothing under mysql-test/ is written.
+#
+# A disabled test's .result is expected to be InnoDB's output (the correct one), so
+# a difference there is a failure too.
+#
+# Usage: scripts/mtr-vs-innodb.sh [test names, e.g. tidesdb.ddl]; default: all.
+# Exit status: 0 when every result matches InnoDB, 1 otherwise.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SCRATCH=$ROOT/target/mtr-innodb
+SUITE=tidesdb
+
+rm -rf "$SCRATCH/tests"
+mkdir -p "$SCRATCH/tests"
+cp -a "$ROOT/mysql-test/." "$SCRATCH/tests/"
+S=$SCRATCH/tests/$SUITE
+sed -i 's/--default-storage-engine=TidesDB/--default-storage-engine=InnoDB/' "$S/suite.opt"
+grep -q -- '--default-storage-engine=InnoDB' "$S/suite.opt" || {
+  echo "mtr-vs-innodb: cannot switch the default engine in $S/suite.opt" >&2
+  exit 2
+}
+rm -f "$S"/r/*.result "$S"/r/*.reject
+
+# mtr records only named tests.
+args=("$@")
+if [ ${#args[@]} -eq 0 ]; then
+  for t in "$S"/t/*.test; do args+=("$SUITE.$(basename "$t" .test)"); done
+fi
+MTR_ROOT=$SCRATCH/mtr-root MTR_TEST_DIR=$SCRATCH/tests MTR_VAR=$SCRATCH/var \
+  bash "$ROOT/scripts/mtr.sh" --record --enable-disabled "${args[@]}" >"$SCRATCH/mtr.log" 2>&1
+mtr_rc=$?
+grep -E '^\S+\s+w[0-9]+ \[|^Completed|^Failed|fail' "$SCRATCH/mtr.log" | grep -v '^worker' || true
+[ $mtr_rc -eq 0 ] || echo "mtr-vs-innodb: the InnoDB run failed (rc $mtr_rc), see $SCRATCH/mtr.log"
+
+rc=$mtr_rc
+n=0
+for t in "$S"/t/*.test; do
+  name=$(basename "$t" .test)
+  if [ "$#" -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$SUITE.$name"; then continue; fi
+  n=$((n + 1))
+  mine=$ROOT/mysql-test/$SUITE/r/$name.result
+  theirs=$S/r/$name.result
+  if [ ! -f "$theirs" ]; then
+    echo "== $name: no InnoDB result recorded"
+    rc=1
+  elif [ ! -f "$mine" ]; then
+    echo "== $name: no TidesDB result recorded in mysql-test/$SUITE/r"
+    rc=1
+  elif ! diff -u --label "InnoDB/$name.result" --label "TidesDB/$name.result" \
+    "$theirs" "$mine" >"$SCRATCH/$name.diff"; then
+    echo "== $name: DIFFERS from InnoDB ($SCRATCH/$name.diff)"
+    cat "$SCRATCH/$name.diff"
+    rc=1
+  else
+    reason=$(sed -n "s/^$name *: *//p" "$ROOT/mysql-test/$SUITE/disabled.def" 2>/dev/null)
+    echo "== $name: same as InnoDB${reason:+ (disabled in the suite: $reason)}"
+    rm -f "$SCRATCH/$name.diff"
+  fi
+done
+echo "mtr-vs-innodb: $n tests compared; $([ $rc -eq 0 ] && echo 'all match InnoDB' || echo 'DIFFERENCES found')"
+exit $rc
