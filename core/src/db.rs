@@ -162,11 +162,12 @@ impl std::fmt::Debug for Cf {
     }
 }
 
-pub(crate) type CfOps = Vec<(Arc<CfInner>, Op)>;
+/// (column family, op, conflict-check sequence: a committed version of the
+/// key newer than this is a conflict).
+pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 
 pub(crate) struct CommitReq {
-    pub ops: Mutex<Vec<(Arc<CfInner>, Op)>>,
-    pub snapshot: u64,
+    pub ops: Mutex<CfOps>,
     pub check_conflicts: bool,
 }
 
@@ -214,6 +215,8 @@ pub(crate) struct DbInner {
     poisoned: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock_file: Mutex<Option<File>>,
+    pub locks: crate::lock::LockManager,
+    pub next_txn_id: AtomicU64,
 }
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
@@ -552,6 +555,8 @@ impl DbInner {
             poisoned: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
+            locks: crate::lock::LockManager::new(),
+            next_txn_id: AtomicU64::new(1),
         });
         inner.start_threads()?;
         Ok(inner)
@@ -881,16 +886,10 @@ impl DbInner {
 
     /// Commits `ops` atomically; returns the commit sequence. Group commit:
     /// the first queued request leads, writing and syncing everyone's records.
-    pub(crate) fn commit_ops(
-        &self,
-        ops: Vec<(Arc<CfInner>, Op)>,
-        snapshot: u64,
-        check_conflicts: bool,
-    ) -> Result<u64> {
+    pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool) -> Result<u64> {
         self.check_writable()?;
         let req = Arc::new(CommitReq {
             ops: Mutex::new(ops),
-            snapshot,
             check_conflicts,
         });
         let mut q = self.queue.lock();
@@ -943,7 +942,7 @@ impl DbInner {
         // Stall while a touched column family has too many unflushed memtables.
         loop {
             let stalled = group.iter().any(|(_, r)| {
-                r.ops.lock().iter().any(|(cf, _)| {
+                r.ops.lock().iter().any(|(cf, _, _)| {
                     let sv = cf.current();
                     !cf.dropped.load(Ordering::Relaxed)
                         && (sv.imms.len() >= MAX_IMMS
@@ -960,7 +959,7 @@ impl DbInner {
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
         }
         let slow = group.iter().any(|(_, r)| {
-            r.ops.lock().iter().any(|(cf, _)| {
+            r.ops.lock().iter().any(|(cf, _, _)| {
                 cf.current().levels.levels[0].len() >= crate::compaction::L0_SLOWDOWN
             })
         });
@@ -976,13 +975,13 @@ impl DbInner {
         for (i, (_, req)) in group.iter().enumerate() {
             let ops = std::mem::take(&mut *req.ops.lock());
             let r = (|| -> Result<()> {
-                for (cf, op) in &ops {
+                for (cf, op, check_seq) in &ops {
                     if cf.dropped.load(Ordering::Acquire) {
                         return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
                     }
                     if req.check_conflicts
                         && (group_keys.contains(&(op.cf, op.key.clone()))
-                            || self.newer_than(cf, &op.key, req.snapshot)?)
+                            || self.newer_than(cf, &op.key, *check_seq)?)
                     {
                         return Err(Error::Conflict);
                     }
@@ -993,11 +992,11 @@ impl DbInner {
                 Err(e) => results.push(Err(e)),
                 Ok(()) => {
                     next_seq += 1;
-                    let plain: Vec<Op> = ops.iter().map(|(_, o)| o.clone()).collect();
+                    let plain: Vec<Op> = ops.iter().map(|(_, o, _)| o.clone()).collect();
                     let mut payload = Vec::new();
                     batch::encode_commit(&mut payload, next_seq, &plain);
                     wal::frame_record(&mut framed, &payload);
-                    for (_, o) in &ops {
+                    for (_, o, _) in &ops {
                         group_keys.insert((o.cf, o.key.clone()));
                     }
                     results.push(Ok(next_seq));
@@ -1026,7 +1025,7 @@ impl DbInner {
         }
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
         for (_, seq, ops) in &accepted {
-            for (cf, op) in ops {
+            for (cf, op, _) in ops {
                 cf.sv.read().mem.insert(&op.key, *seq, op.kind, &op.value);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, cf)) {
                     touched.push(cf.clone());

@@ -22,6 +22,7 @@ mod error;
 mod fsutil;
 mod iter;
 mod key;
+mod lock;
 mod manifest;
 mod memtable;
 mod options;
@@ -32,6 +33,7 @@ mod wal;
 
 pub use db::{Cf, Db};
 pub use error::{Error, Result};
+pub use lock::{CancelHandle, LockMode};
 pub use options::{CfOptions, CfStats, Compression, DbOptions, Isolation, IterOptions, SyncMode};
 pub use txn::{Savepoint, Txn, TxnIter};
 

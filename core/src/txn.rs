@@ -13,6 +13,7 @@ use crate::db::{CfInner, DbInner, SnapGuard};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::key::Kind;
+use crate::lock::{CancelHandle, LockMode};
 use crate::memtable::{MemIter, Memtable};
 use crate::options::{Isolation, IterOptions};
 use crate::sst::TableIter;
@@ -20,6 +21,7 @@ use crate::Cf;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub(crate) const WS_BASE: u64 = 1 << 60;
 
@@ -46,12 +48,20 @@ pub struct Txn {
     savepoints: Vec<(u64, usize)>,
     next_sp: u64,
     done: bool,
+    pub(crate) id: u64,
+    /// Locks held: (cf, key) -> (mode, visible sequence when acquired).
+    locks: std::collections::HashMap<(u64, Vec<u8>), (LockMode, u64)>,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Txn {
     pub(crate) fn new(db: Arc<DbInner>, iso: Isolation) -> Txn {
         let snap = db.snapshot();
+        let id = db.next_txn_id.fetch_add(1, Ordering::Relaxed);
         Txn {
+            id,
+            locks: std::collections::HashMap::new(),
+            cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             db,
             iso,
             snap,
@@ -226,12 +236,17 @@ impl Txn {
     }
 
     /// Newest version of every written key, grouped per column family.
-    pub(crate) fn collect_ops(&self) -> Result<Vec<(Arc<CfInner>, Op)>> {
+    pub(crate) fn collect_ops(&self) -> Result<crate::db::CfOps> {
         let mut ops = Vec::new();
         for (id, w) in &self.ws {
             let mut last: Option<Vec<u8>> = None;
             w.mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
+                    // Keys locked exclusively are checked from the lock time on.
+                    let check = match self.locks.get(&(*id, k.user.clone())) {
+                        Some((LockMode::Exclusive, at)) => (*at).max(self.snap.seq),
+                        _ => self.snap.seq,
+                    };
                     ops.push((
                         w.cf.clone(),
                         Op {
@@ -240,6 +255,7 @@ impl Txn {
                             key: k.user.clone(),
                             value: v.value.to_vec(),
                         },
+                        check,
                     ));
                     last = Some(k.user.clone());
                 }
@@ -260,11 +276,77 @@ impl Txn {
             return self.db.check_open();
         }
         let ops = self.collect_ops()?;
-        self.db.commit_ops(ops, self.snap.seq, true).map(|_| ())
+        let r = self.db.commit_ops(ops, true).map(|_| ());
+        self.release_locks();
+        r
     }
 
     pub fn rollback(mut self) {
         self.done = true;
+        self.release_locks();
+    }
+
+    fn release_locks(&mut self) {
+        if !self.locks.is_empty() {
+            let keys: Vec<(u64, Vec<u8>)> = self.locks.drain().map(|(k, _)| k).collect();
+            self.db.locks.unlock_all(self.id, &keys);
+        }
+    }
+
+    /// Locks `key` (which need not exist) until commit / rollback. Blocks up to
+    /// `timeout`; `Error::LockTimeout` after it, `Error::Deadlock` at once if
+    /// waiting would close a cycle (this transaction is the victim),
+    /// `Error::Cancelled` if [`CancelHandle::cancel`] was called. Re-locking a
+    /// held key is cheap; Shared -> Exclusive upgrades. A key locked
+    /// exclusively is checked for write conflicts only from the moment the
+    /// lock was granted (so locking reads + writes never fail with `Conflict`
+    /// against commits that happened before the lock).
+    pub fn lock(&mut self, cf: &Cf, key: &[u8], mode: LockMode, timeout: Duration) -> Result<()> {
+        self.check(cf)?;
+        let k = (cf.id(), key.to_vec());
+        if let Some((m, _)) = self.locks.get(&k) {
+            if *m == LockMode::Exclusive || mode == LockMode::Shared {
+                return Ok(());
+            }
+        }
+        self.db
+            .locks
+            .lock(self.id, cf.id(), key, mode, timeout, &self.cancel)?;
+        let at = self.db.visible_seq.load(Ordering::Acquire);
+        let e = self.locks.entry(k).or_insert((mode, at));
+        if mode == LockMode::Exclusive {
+            *e = (LockMode::Exclusive, at);
+        }
+        Ok(())
+    }
+
+    /// Reads the latest committed value (ignoring the snapshot; own writes
+    /// still win). Use after `lock` for locking reads.
+    pub fn get_latest(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check(cf)?;
+        if let Some(w) = self.ws.get(&cf.id()) {
+            if let Some((_, v)) = w.mem.get(key, u64::MAX) {
+                return Ok(match v.kind {
+                    Kind::Delete => None,
+                    _ => Some(v.value.to_vec()),
+                });
+            }
+        }
+        let latest = self.db.visible_seq.load(Ordering::Acquire);
+        self.db.get_at(&cf.inner, key, latest)
+    }
+
+    /// Handle to cancel this transaction's lock waits from another thread.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        CancelHandle {
+            flag: self.cancel.clone(),
+            db: Arc::downgrade(&self.db),
+        }
+    }
+
+    /// Number of locks held.
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
     }
 
     pub fn is_read_only(&self) -> bool {
@@ -274,6 +356,12 @@ impl Txn {
     /// Number of buffered (not rolled back) write operations.
     pub fn write_count(&self) -> u64 {
         self.undo.len() as u64
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        self.release_locks();
     }
 }
 
