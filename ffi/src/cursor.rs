@@ -146,8 +146,10 @@ pub unsafe extern "C" fn tdb_cursor_seek(
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
+pub unsafe extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;
@@ -158,8 +160,10 @@ pub extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_cursor_prev(cursor: *mut Cursor) -> c_int {
+pub unsafe extern "C" fn tdb_cursor_prev(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;

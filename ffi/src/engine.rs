@@ -73,7 +73,6 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
             .filter(|&n| n > 0)
             .unwrap_or(defaults.background_threads),
         use_direct_reads: opts.use_direct_reads != 0,
-        ..defaults
     };
     let db = Db::open(dir, options)?;
     let catalog = Catalog::open(&db)?;

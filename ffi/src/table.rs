@@ -117,8 +117,10 @@ fn with_name(name: *const c_char, f: impl FnOnce(&str) -> FfiResult<()>) -> c_in
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_create(
+pub unsafe extern "C" fn tdb_table_create(
     name: *const c_char,
     n_indexes: u32,
     auto_increment: u64,
@@ -129,16 +131,20 @@ pub extern "C" fn tdb_table_create(
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
+pub unsafe extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
     with_name(name, |name| {
         let e = engine()?;
         e.catalog.drop_table(&e.db, name)
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_int {
+pub unsafe extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_int {
     with_name(from, |from| {
         // SAFETY: NUL-terminated by contract.
         let to = unsafe { raw::str(to) }?;
@@ -147,16 +153,20 @@ pub extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_truncate(name: *const c_char) -> c_int {
+pub unsafe extern "C" fn tdb_table_truncate(name: *const c_char) -> c_int {
     with_name(name, |name| {
         let e = engine()?;
         e.catalog.truncate(&e.db, name)
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_database_drop(db_path: *const c_char) -> c_int {
+pub unsafe extern "C" fn tdb_database_drop(db_path: *const c_char) -> c_int {
     with_name(db_path, |path| {
         let e = engine()?;
         e.catalog.drop_database(&e.db, path)
@@ -202,8 +212,10 @@ pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
     unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count())
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_next_rowid(table: *mut Table) -> u64 {
+pub unsafe extern "C" fn tdb_table_next_rowid(table: *mut Table) -> u64 {
     guard_value(0, || {
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
@@ -220,18 +232,24 @@ fn with_table<T>(table: *mut Table, fallback: T, f: impl FnOnce(&Table) -> T) ->
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_autoinc_peek(table: *mut Table) -> u64 {
+pub unsafe extern "C" fn tdb_table_autoinc_peek(table: *mut Table) -> u64 {
     with_table(table, 0, |t| t.shared.autoinc_peek())
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_autoinc_seed(table: *mut Table, next: u64) -> u64 {
+pub unsafe extern "C" fn tdb_table_autoinc_seed(table: *mut Table, next: u64) -> u64 {
     with_table(table, 1, |t| t.shared.autoinc_seed(next))
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_autoinc_reserve(
+pub unsafe extern "C" fn tdb_table_autoinc_reserve(
     table: *mut Table,
     n: u64,
     offset: u64,
@@ -243,8 +261,10 @@ pub extern "C" fn tdb_table_autoinc_reserve(
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64) {
+pub unsafe extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64) {
     with_table(table, (), |t| t.shared.autoinc_observe(value))
 }
 
@@ -310,8 +330,10 @@ pub unsafe extern "C" fn tdb_table_keys_in_range(
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
+pub unsafe extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;

@@ -166,13 +166,17 @@ pub unsafe extern "C" fn tdb_trx_free(trx: *mut Trx) {
     });
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_begin(trx: *mut Trx, level: u32) -> c_int {
+pub unsafe extern "C" fn tdb_trx_begin(trx: *mut Trx, level: u32) -> c_int {
     with_trx(trx, |t| t.begin(isolation(level)))
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_snapshot(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_snapshot(trx: *mut Trx) -> c_int {
     with_trx(trx, |t| {
         t.txn()?.refresh_snapshot();
         Ok(())
@@ -187,28 +191,38 @@ pub unsafe extern "C" fn tdb_trx_is_active(trx: *const Trx) -> c_int {
     c_int::from(unsafe { trx.as_ref() }.is_some_and(|t| t.txn.is_some()))
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_stmt_begin(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_stmt_begin(trx: *mut Trx) -> c_int {
     with_trx(trx, Trx::stmt_begin)
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_stmt_commit(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_stmt_commit(trx: *mut Trx) -> c_int {
     with_trx(trx, Trx::stmt_commit)
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_stmt_rollback(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_stmt_rollback(trx: *mut Trx) -> c_int {
     with_trx(trx, Trx::stmt_rollback)
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_commit(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_commit(trx: *mut Trx) -> c_int {
     with_trx(trx, Trx::commit)
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_rollback(trx: *mut Trx) -> c_int {
+pub unsafe extern "C" fn tdb_trx_rollback(trx: *mut Trx) -> c_int {
     with_trx(trx, |t| {
         t.rollback();
         Ok(())
@@ -226,12 +240,16 @@ pub unsafe extern "C" fn tdb_trx_savepoint_set(trx: *mut Trx, out_id: *mut u64) 
     })
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_savepoint_rollback(trx: *mut Trx, id: u64) -> c_int {
+pub unsafe extern "C" fn tdb_trx_savepoint_rollback(trx: *mut Trx, id: u64) -> c_int {
     with_trx(trx, |t| t.savepoint_rollback(id))
 }
 
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub extern "C" fn tdb_trx_savepoint_release(trx: *mut Trx, id: u64) -> c_int {
+pub unsafe extern "C" fn tdb_trx_savepoint_release(trx: *mut Trx, id: u64) -> c_int {
     with_trx(trx, |t| t.savepoint_release(id))
 }

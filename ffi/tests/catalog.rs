@@ -2,7 +2,15 @@
 //! leftovers of an interrupted CREATE are cleaned up.
 use tidesdb_core::{CfOptions, Db, DbOptions, Isolation};
 use tidesdb_ffi::catalog::Catalog;
-use tidesdb_ffi::status::Status;
+use tidesdb_ffi::status::{FfiResult, Status};
+
+/// The status of an expected failure.
+fn status_of<T>(result: FfiResult<T>) -> Status {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.status,
+    }
+}
 
 fn put_row(db: &Db, catalog: &Catalog, table: &str, key: &[u8]) {
     let shared = catalog.open_table(db, table).expect("open table");
@@ -39,16 +47,14 @@ fn ddl_survives_reopen() {
         catalog
             .rename(&db, "./d/t1", "./d/renamed")
             .expect("rename");
-        let err = catalog
-            .open_table(&db, "./d/t1")
-            .err()
-            .expect("old name gone");
-        assert_eq!(err.status, Status::NoSuchTable);
-        let err = catalog
-            .rename(&db, "./d/t2", "./d/renamed")
-            .err()
-            .expect("exists");
-        assert_eq!(err.status, Status::TableExists);
+        assert_eq!(
+            status_of(catalog.open_table(&db, "./d/t1")),
+            Status::NoSuchTable
+        );
+        assert_eq!(
+            status_of(catalog.rename(&db, "./d/t2", "./d/renamed")),
+            Status::TableExists
+        );
         catalog.drop_database(&db, "./e/").expect("drop database");
         db.close().expect("close");
     }
@@ -95,12 +101,9 @@ fn drop_makes_open_handles_fail_cleanly() {
     catalog.create(&db, "./d/t", 0, 1).expect("create");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     catalog.drop_table(&db, "./d/t").expect("drop");
+    assert_eq!(status_of(shared.cf(0)), Status::NoSuchTable);
     assert_eq!(
-        shared.cf(0).err().expect("dropped").status,
-        Status::NoSuchTable
-    );
-    assert_eq!(
-        catalog.drop_table(&db, "./d/t").err().expect("gone").status,
+        status_of(catalog.drop_table(&db, "./d/t")),
         Status::NoSuchTable
     );
     // Only the catalog's own family is left.
