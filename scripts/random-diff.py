@@ -365,6 +365,9 @@ class Col:
         return self.kind in ("str", "blob", "json") or self.kind == "bin"
 
 
+EXCLUDE = set()  # feature tags turned off with --exclude
+
+
 def gen_col(rng, name, allow_big=True):
     kinds = ["int"] * 5 + ["dec", "float", "double", "bit", "year", "date", "time", "datetime", "ts", "enum",
                             "set"] + ["str"] * 6 + ["blob", "bin", "bin", "json"]
@@ -398,7 +401,7 @@ def gen_col(rng, name, allow_big=True):
     if k == "set":
         return Col(name, "set", "SET('a','b','c','d')", nullable)
     if k == "str":
-        cs, coll = rng.choice(COLLATIONS)
+        cs, coll = rng.choice([x for x in COLLATIONS if not (x[1] or "binary") in EXCLUDE])
         t = rng.choice(["CHAR", "VARCHAR", "VARCHAR", "TEXT"])
         n = rng.choice([1, 3, 5, 10, 32, 64]) if t != "TEXT" else None
         if t == "CHAR" and n > 32:
@@ -417,6 +420,7 @@ def gen_col(rng, name, allow_big=True):
 
 def gen_value(rng, c, big_ok=True):
     """An SQL literal for column c (sometimes out of range, to provoke the same error on both)."""
+    big_ok = big_ok and "big" not in EXCLUDE
     if c.nullable and rng.random() < 0.12:
         return "NULL"
     if c.autoinc and rng.random() < 0.5:
@@ -699,10 +703,10 @@ class Gen:
                 return "ROLLBACK TO SAVEPOINT sp%d" % rng.randint(1, self.savepoints)
             self.in_trx = False
             return rng.choice(["COMMIT", "COMMIT", "ROLLBACK"])
-        if r < 0.665:
+        if r < 0.665 and "truncate" not in EXCLUDE:
             self.in_trx = False
             return "TRUNCATE TABLE %s" % tn
-        if r < 0.68:
+        if r < 0.68 and "alter" not in EXCLUDE:
             return self.alter(t)
         return self.select(t)
 
@@ -844,6 +848,15 @@ class Runner:
             self.restart(True)
             return
         rt, ri = self.run_both(sql)
+        if sql.startswith("ALTER TABLE") and rt.err is None and ri.err is None and rt.affected != ri.affected:
+            # documented: TidesDB's ALTER TABLE is a copy (affected = rows copied); InnoDB's is often
+            # instant/in-place (affected = 0).  Not counted.
+            rt.affected = ri.affected
+        if "update-affected" in EXCLUDE and rt.err is None and ri.err is None and (
+                sql.startswith("UPDATE") or " ON DUPLICATE KEY UPDATE " in sql):
+            # known shim issue: a NULL column keeps the previous row's bytes, so the server's
+            # compare_record() counts unchanged rows as changed.  Compare contents only.
+            rt.affected, rt.insert_id = ri.affected, ri.insert_id
         if unordered(sql) and rt.rows is not None and ri.rows is not None:
             rt.rows.sort(key=sortkey)
             ri.rows.sort(key=sortkey)
@@ -1071,8 +1084,10 @@ def shrink(args, server, seed, stmts, msg, budget=None):
     path = write_repro(seed, cur, final, "-min")
     print("  shrunk to %d statements: %s" % (len(cur), path))
     print("  --- minimal repro ---")
-    for s in cur:
+    for s in cur[:60]:
         print("    " + short(s, 400))
+    if len(cur) > 60:
+        print("    ... (%d more)" % (len(cur) - 60))
     print("  " + indent(final))
     return cur
 
@@ -1090,6 +1105,9 @@ def main():
     ap.add_argument("--shrink", action="store_true", help="delta-debug a divergence to a small repro")
     ap.add_argument("--shrink-seconds", type=int, default=300)
     ap.add_argument("--replay", help="run a repro file and report its first divergence")
+    ap.add_argument("--exclude", default="", help="comma-separated feature tags to leave out: a collation "
+                    "name (e.g. utf8mb4_unicode_nopad_ci), binary, alter, truncate, big, restart, kill; "
+                    "update-affected = do not compare affected rows of UPDATE / ODKU")
     ap.add_argument("--keep-going", action="store_true", help="run all seeds even after a divergence")
     ap.add_argument("--keep-server", action="store_true")
     args = ap.parse_args()
@@ -1098,6 +1116,11 @@ def main():
         a, b = args.seeds.split("-")
         seeds += list(range(int(a), int(b) + 1))
     seeds = seeds or [1]
+    EXCLUDE.update(x for x in args.exclude.split(",") if x)
+    if "restart" in EXCLUDE:
+        args.restart_every = 0
+    if "kill" in EXCLUDE:
+        args.kill_every = 0
     server = Server(os.path.abspath(args.var), args.port)
     server.start()
     ok_all = True
@@ -1108,7 +1131,7 @@ def main():
             m = replay(server, stmts)
             print(m or "no divergence")
             if m and args.shrink:
-                shrink(args, server, "replay", stmts, m)
+                shrink(args, server, os.path.basename(args.replay)[:-4].replace("repro-", ""), stmts, m)
             return 1 if m else 0
         for s in seeds:
             if not server.alive():
