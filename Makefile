@@ -50,3 +50,12 @@ bench-core:
 
 bench-core-quick:
 	BENCH_SCALE=0.1 $(CARGO) run --release -p tidesdb-bench --bin core-bench -- --out target/bench/core.json
+
+# Randomized differential workload, TidesDB vs InnoDB on one server of its own
+# (target/random-diff/var, port 3411); exits non-zero on any divergence.
+RANDOM_DIFF_ARGS ?=
+test-random: plugin
+	python3 scripts/random-diff.py --seeds 1-3 --steps 1500 --keep-going $(RANDOM_DIFF_ARGS)
+
+test-random-long: plugin
+	python3 scripts/random-diff.py --seeds 1-40 --steps 5000 --restart-every 700 --kill-every 900 --keep-going --shrink $(RANDOM_DIFF_ARGS)
