@@ -2,11 +2,20 @@
   ha_tidesdb: handler methods. See ha_tidesdb.h; the engine-wide hooks
   (handlerton, transactions, system variables) are in tidesdb_plugin.cc.
 
-  Storage layout per table (docs/ARCHITECTURE.md):
-    engine index 0   rows:    key = primary key encoding (or 8-byte hidden row id),
+  ## Format (storage layout per table; docs/ARCHITECTURE.md)
+    engine index 0   rows:    key   = primary key encoding (key_codec), or the
+                                      8-byte big-endian hidden row id
                               value = row_codec encoding of the record
-    engine index i   key i:   key = key columns encoding + primary key encoding,
-                              value = empty
+    engine index i   key i:   non-unique key, or a unique key with a NULL part:
+                                key   = key columns encoding + primary key
+                                value = empty
+                              unique key without NULL parts:
+                                key   = key columns encoding
+                                value = primary key
+  Keying a unique entry by its columns alone makes a duplicate the same engine
+  key: the uniqueness check is one point read, and two transactions inserting the
+  same value write the same key, which the engine's conflict check (or lock)
+  serialises.
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
@@ -143,7 +152,7 @@ int ha_tidesdb::open(const char *name, int, uint) {
   m_scratch_rec = (uchar *)my_malloc(PSI_NOT_INSTRUMENTED, table->s->rec_buff_length,
                                      MYF(MY_WME | MY_ZEROFILL));
   if (!m_scratch_rec) return HA_ERR_OUT_OF_MEM;
-  m_keys.resize(n_keys + 1);
+  m_entries.resize(n_keys);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return 0;
 }
@@ -217,13 +226,31 @@ void ha_tidesdb::encode_pk(const uchar *rec, std::string *out) {
 }
 
 void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::string &pk,
-                                  std::string *out, size_t *unique_len) {
-  out->clear();
+                                  Index_entry *out) {
+  out->key.clear();
   KEY *key = &table->key_info[keynr];
-  bool any_null = encode_key_from_record(table, key, key->user_defined_key_parts, rec, out);
+  bool any_null =
+      encode_key_from_record(table, key, key->user_defined_key_parts, rec, &out->key);
   /* NULL never equals NULL, so a key with a NULL part never clashes. */
-  *unique_len = (key->flags & HA_NOSAME) && !any_null ? out->size() : 0;
-  out->append(pk);
+  out->unique = (key->flags & HA_NOSAME) && !any_null;
+  if (out->unique) {
+    out->value = pk;
+  } else {
+    out->key.append(pk);
+    out->value.clear();
+  }
+}
+
+bool ha_tidesdb::pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value,
+                             size_t value_len, const uint8_t **pk) const {
+  if (value_len) {
+    if (value_len != m_pk_len) return false;
+    *pk = value;
+    return true;
+  }
+  if (key_len < m_pk_len) return false;
+  *pk = key + key_len - m_pk_len;
+  return true;
 }
 
 int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys) {
@@ -238,7 +265,7 @@ int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_
 }
 
 static tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
-                     size_t unique_len) {
+                     size_t unique_len = 0) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_PUT;
@@ -262,8 +289,6 @@ static tdb_op delete_op(uint32_t index, const std::string &key) {
   return op;
 }
 
-static const std::string EMPTY_VALUE;
-
 int ha_tidesdb::write_row(const uchar *buf) {
   if (table->next_number_field && buf == table->record[0]) {
     if (int err = update_auto_increment()) return err;
@@ -286,9 +311,9 @@ int ha_tidesdb::write_row(const uchar *buf) {
   op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
-    size_t unique_len;
-    encode_secondary(k, buf, pk, &m_keys[k], &unique_len);
-    ops.push_back(put_op(engine_index(k), m_keys[k], EMPTY_VALUE, unique_len));
+    Index_entry &e = m_entries[k];
+    encode_secondary(k, buf, pk, &e);
+    ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -313,7 +338,7 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
 
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
-  std::vector<std::string> old_keys(table->s->keys);
+  std::vector<Index_entry> old_entries(table->s->keys);
   ops.reserve(2 * table->s->keys + 2);
   uint pk_keynr = m_hidden_pk ? MAX_KEY : table->s->primary_key;
   if (pk_changed) {
@@ -324,13 +349,14 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   op_keys.push_back(pk_keynr);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
-    size_t unique_len, old_unique_len;
-    encode_secondary(k, old_data, old_pk, &old_keys[k], &old_unique_len);
-    encode_secondary(k, new_data, new_pk, &m_keys[k], &unique_len);
-    if (old_keys[k] == m_keys[k]) continue;
-    ops.push_back(delete_op(engine_index(k), old_keys[k]));
+    Index_entry &old_e = old_entries[k], &new_e = m_entries[k];
+    encode_secondary(k, old_data, old_pk, &old_e);
+    encode_secondary(k, new_data, new_pk, &new_e);
+    if (old_e == new_e) continue;
+    ops.push_back(delete_op(engine_index(k), old_e.key));
     op_keys.push_back(k);
-    ops.push_back(put_op(engine_index(k), m_keys[k], EMPTY_VALUE, unique_len));
+    ops.push_back(put_op(engine_index(k), new_e.key, new_e.value,
+                         new_e.unique ? new_e.key.size() : 0));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -353,9 +379,8 @@ int ha_tidesdb::delete_row(const uchar *buf) {
   op_keys.push_back(MAX_KEY);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
-    size_t unique_len;
-    encode_secondary(k, buf, pk, &m_keys[k], &unique_len);
-    ops.push_back(delete_op(engine_index(k), m_keys[k]));
+    encode_secondary(k, buf, pk, &m_entries[k]);
+    ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
   return apply_ops(ops, op_keys);
@@ -399,13 +424,11 @@ ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
         bool found = true;
         if (engine_index(keynr) == 0) {
           row.assign((const char *)v, vlen);
-        } else if (klen >= m_pk_len) {
-          const uint8_t *rv;
-          size_t rlen;
-          found = !tdb_get(t, m_tbl, k + klen - m_pk_len, m_pk_len, &rv, &rlen);
-          if (found) row.assign((const char *)rv, rlen);
         } else {
-          found = false;
+          const uint8_t *pk, *rv;
+          size_t rlen;
+          found = pk_of_entry(k, klen, v, vlen, &pk) && !tdb_get(t, m_tbl, pk, m_pk_len, &rv, &rlen);
+          if (found) row.assign((const char *)rv, rlen);
         }
         if (found && decode_row(table, row, m_scratch_rec)) {
           my_ptrdiff_t diff = m_scratch_rec - table->record[0];
@@ -484,11 +507,13 @@ int ha_tidesdb::read_cursor_row(uchar *buf) {
     m_last_pk.assign((const char *)k, klen);
     return unpack_row(buf, v, vlen);
   }
-  if (klen < m_pk_len) {
-    m_last_error = "an index entry is shorter than its primary key";
+  const uint8_t *pk;
+  if (!pk_of_entry(k, klen, v, vlen, &pk)) {
+    m_last_error = "an index entry does not hold a primary key";
+    sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
-  int err = read_row_by_pk(buf, k + klen - m_pk_len, m_pk_len);
+  int err = read_row_by_pk(buf, pk, m_pk_len);
   if (err == HA_ERR_KEY_NOT_FOUND) {
     m_last_error = "an index entry points to a missing row";
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());

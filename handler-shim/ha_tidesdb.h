@@ -108,11 +108,19 @@ private:
   /* The engine index (0 = rows) holding MariaDB key keynr. */
   uint engine_index(uint keynr) const { return m_key_to_engine[keynr]; }
 
+  /* One entry of a secondary index (see the format at the top of ha_tidesdb.cc). */
+  struct Index_entry {
+    std::string key;
+    std::string value;
+    bool unique = false; /* the key must not exist yet */
+    bool operator==(const Index_entry &o) const { return key == o.key && value == o.value; }
+  };
+
   void encode_pk(const uchar *rec, std::string *out);
-  /* Secondary key entry of keynr for rec: key columns then pk. Sets *unique_len
-     to the part that must be unique (0 when not unique or any part is NULL). */
-  void encode_secondary(uint keynr, const uchar *rec, const std::string &pk, std::string *out,
-                        size_t *unique_len);
+  void encode_secondary(uint keynr, const uchar *rec, const std::string &pk, Index_entry *out);
+  /* The primary key an index entry points at, or false if the entry is damaged. */
+  bool pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len,
+                   const uint8_t **pk) const;
   int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
 
   int open_cursor(uint engine_idx);
@@ -142,7 +150,7 @@ private:
   std::string m_last_pk;  /* primary key (or hidden row id) of the last row read */
   std::string m_row_buf;
   std::string m_value[2]; /* bytes behind the BLOB pointers of record[0] / record[1] */
-  std::vector<std::string> m_keys;
+  std::vector<Index_entry> m_entries;
   std::string m_last_error;
   uint m_dup_key = 0;
   std::string m_name;
