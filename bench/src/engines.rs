@@ -39,9 +39,11 @@ pub trait Reader {
     ) -> Res<usize>;
 }
 
+/// Engines run by default (`BENCH_ENGINES` overrides).
 pub const ENGINES: &[&str] = &[
     "tidesdb",
     "fjall",
+    "fjall_sw",
     #[cfg(feature = "rocksdb")]
     "rocksdb",
 ];
@@ -50,6 +52,7 @@ pub fn open(engine: &str, dir: &Path, opts: &EngineOpts) -> Res<Box<dyn Engine>>
     match engine {
         "tidesdb" => Ok(Box::new(tides::Tides::open(dir, opts)?)),
         "fjall" => Ok(Box::new(fj::Fjall::open(dir, opts)?)),
+        "fjall_sw" => Ok(Box::new(fj::FjallSw::open(dir, opts)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(Box::new(rocks::Rocks::open(dir, opts)?)),
         other => Err(format!("unknown engine {other:?} (built: {ENGINES:?})")),
@@ -160,8 +163,8 @@ mod tides {
 mod fj {
     use super::*;
     use fjall::{
-        KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace, PersistMode, Readable,
-        Snapshot,
+        Keyspace, KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace, PersistMode,
+        Readable, SingleWriterTxDatabase, SingleWriterTxKeyspace, Snapshot,
     };
 
     pub struct Fjall {
@@ -212,7 +215,64 @@ mod fj {
         fn reader(&self) -> Res<Box<dyn Reader + '_>> {
             Ok(Box::new(FjallReader {
                 snap: self.db.read_tx(),
-                ks: &self.ks,
+                ks: self.ks.inner(),
+            }))
+        }
+        fn flush(&self) -> Res<()> {
+            self.ks.inner().rotate_memtable_and_wait().map_err(e2s)
+        }
+        fn close(self: Box<Self>) -> Res<()> {
+            self.db.persist(PersistMode::SyncAll).map_err(e2s)
+        }
+    }
+
+    /// fjall's single-writer transactions: writers serialized by a mutex, no
+    /// conflict tracking (cheaper than the optimistic flavour, but not what
+    /// our engine offers: only for the write workloads, as a reference).
+    pub struct FjallSw {
+        db: SingleWriterTxDatabase,
+        ks: SingleWriterTxKeyspace,
+        sync: bool,
+    }
+
+    impl FjallSw {
+        pub fn open(dir: &Path, o: &EngineOpts) -> Res<Self> {
+            let db = SingleWriterTxDatabase::builder(dir)
+                .cache_size(o.cache_bytes as u64)
+                .open()
+                .map_err(e2s)?;
+            let wb = o.write_buffer_bytes as u64;
+            let ks = db
+                .keyspace("bench", || {
+                    KeyspaceCreateOptions::default().max_memtable_size(wb)
+                })
+                .map_err(e2s)?;
+            Ok(FjallSw {
+                db,
+                ks,
+                sync: o.sync_commits,
+            })
+        }
+    }
+
+    impl Engine for FjallSw {
+        fn name(&self) -> &'static str {
+            "fjall_sw"
+        }
+        fn write_txn(&self, kvs: &[(&[u8], &[u8])]) -> Res<()> {
+            let mut t = self.db.write_tx();
+            if self.sync {
+                t = t.durability(Some(PersistMode::SyncAll));
+            }
+            for (k, v) in kvs {
+                t.insert(&self.ks, *k, *v);
+            }
+            t.commit().map_err(e2s)
+        }
+        fn reader(&self) -> Res<Box<dyn Reader + '_>> {
+            Ok(Box::new(FjallReader {
+                snap: self.db.read_tx(),
+                ks: self.ks.inner(),
             }))
         }
         fn flush(&self) -> Res<()> {
@@ -225,7 +285,7 @@ mod fj {
 
     struct FjallReader<'a> {
         snap: Snapshot,
-        ks: &'a OptimisticTxKeyspace,
+        ks: &'a Keyspace,
     }
 
     impl Reader for FjallReader<'_> {

@@ -78,8 +78,8 @@ impl Config {
             num: env_u64("BENCH_NUM", sc(1_150_000.0, 100)),
             value_size: env_u64("BENCH_VALUE_SIZE", 100) as usize,
             batch: env_u64("BENCH_BATCH", 1).max(1) as usize,
-            reads: env_u64("BENCH_READS", sc(400_000.0, 100)),
-            cold_reads: env_u64("BENCH_COLD_READS", sc(30_000.0, 50)),
+            reads: env_u64("BENCH_READS", sc(300_000.0, 100)),
+            cold_reads: env_u64("BENCH_COLD_READS", sc(15_000.0, 50)),
             cold_drop_every: env_u64("BENCH_COLD_DROP_EVERY", 1000).max(1),
             seeks: env_u64("BENCH_SEEKS", sc(20_000.0, 20)),
             seek_len: env_u64("BENCH_SEEK_LEN", 100) as usize,
@@ -91,7 +91,7 @@ impl Config {
             cache_bytes: (env_u64("BENCH_CACHE_MB", 32) * mib) as usize,
             hot_cache_bytes: (env_u64("BENCH_HOT_CACHE_MB", 512) * mib) as usize,
             write_buffer_bytes: (env_u64("BENCH_WRITE_BUFFER_MB", 16) * mib) as usize,
-            max_secs: env_f64("BENCH_MAX_SECS", 60.0),
+            max_secs: env_f64("BENCH_MAX_SECS", 8.0),
             seed: env_u64("BENCH_SEED", 0x0716_55db),
         }
     }
@@ -463,7 +463,7 @@ fn run_reads(name: &str, engine: &str, cfg: &Config, dir: &Path) -> Res<WorkResu
             // Cache bigger than the data, warmed by one full scan and one pass.
             let e = engines::open(engine, dir, &opts(cfg, cfg.hot_cache_bytes, false))?;
             e.reader()?.scan(None, usize::MAX, &mut |_, _| {})?;
-            read_random(&*e, cfg, n, cfg.reads, cfg.seed ^ 1, |_| {})?;
+            read_random(&*e, cfg, n, cfg.reads / 2, cfg.seed ^ 11, |_| {})?;
             let (ops, secs, bytes, errors) =
                 read_random(&*e, cfg, n, cfg.reads, cfg.seed ^ 1, |_| {})?;
             let mut r = WorkResult::new(name, engine, ops, secs).with_bytes(bytes);
@@ -596,7 +596,7 @@ pub fn run_workload(engine: &str, name: &str, cfg: &Config, tmp: &Path) -> Res<V
                 let e = engines::open(engine, &d, &opts(cfg, cfg.cache_bytes, false))?;
                 let big = Config {
                     batch: 1000,
-                    max_secs: f64::MAX,
+                    max_secs: 1e9,
                     ..cfg.clone()
                 };
                 write_keys(

@@ -15,6 +15,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 use tidesdb_bench::{engines::ENGINES, peak_rss_kb, run_workload, Config, WorkResult, WORKLOADS};
 
+/// Workloads whose measured phase writes (where fjall's two transaction
+/// flavours differ).
+const WRITE_WORKLOADS: &[&str] = &["fillseq", "fillrandom", "overwrite", "large", "synctxn"];
+
 const RESULT_PREFIX: &str = "BENCH_RESULT ";
 
 fn main() {
@@ -124,6 +128,10 @@ fn run_parent(cfg: &Config, out: &std::path::Path, tmp: &std::path::Path) {
     // machine hurts them alike.
     for w in &workloads {
         for e in &engines {
+            // fjall_sw reads through the same code as fjall: writes only.
+            if e == "fjall_sw" && !WRITE_WORKLOADS.contains(&w.as_str()) {
+                continue;
+            }
             let t = Instant::now();
             eprint!("core-bench: {w:<11} {e:<8} ... ");
             let output = Command::new(&exe)
