@@ -173,7 +173,13 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   }
   tdb_trx *t;
   int st = begin_statement(thd, &t);
-  return st ? fail(st) : 0;
+  if (st) return fail(st);
+  /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
+     mode, as InnoDB does. */
+  if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
+      thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN))
+    m_lock_rows = ROW_LOCK_SHARED;
+  return 0;
 }
 
 int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
@@ -184,6 +190,14 @@ int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
 
 THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
                                        enum thr_lock_type lock_type) {
+  /* What the statement's reads must lock: LOCK IN SHARE MODE takes shared row
+     locks; FOR UPDATE, UPDATE and DELETE exclusive ones. */
+  if (lock_type == TL_READ_WITH_SHARED_LOCKS)
+    m_lock_rows = ROW_LOCK_SHARED;
+  else if (lock_type >= TL_WRITE_ALLOW_WRITE)
+    m_lock_rows = ROW_LOCK_EXCLUSIVE;
+  else if (lock_type != TL_IGNORE)
+    m_lock_rows = ROW_LOCK_NONE;
   if (lock_type != TL_IGNORE && m_lock.type == TL_UNLOCK) {
     /* Let concurrent writers through the server's table lock, as InnoDB does: the
        engine isolates transactions itself. LOCK TABLES and tablespace operations
@@ -264,11 +278,14 @@ int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_
   return st ? fail(st) : 0;
 }
 
+/* Writes lock the keys that stand for a row or a unique value (rows, unique index
+   entries); other index entries are covered by their row's lock. */
 static tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
-                     size_t unique_len = 0) {
+                     size_t unique_len, bool lock) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_PUT;
+  op.lock = lock;
   op.key = (const uint8_t *)key.data();
   op.key_len = key.size();
   op.value = (const uint8_t *)value.data();
@@ -277,10 +294,11 @@ static tdb_op put_op(uint32_t index, const std::string &key, const std::string &
   return op;
 }
 
-static tdb_op delete_op(uint32_t index, const std::string &key) {
+static tdb_op delete_op(uint32_t index, const std::string &key, bool lock) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_DELETE;
+  op.lock = lock;
   op.key = (const uint8_t *)key.data();
   op.key_len = key.size();
   op.value = nullptr;
@@ -307,13 +325,13 @@ int ha_tidesdb::write_row(const uchar *buf) {
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
   ops.reserve(table->s->keys + 1);
-  ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size()));
+  ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size(), true));
   op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
     Index_entry &e = m_entries[k];
     encode_secondary(k, buf, pk, &e);
-    ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
+    ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0, e.unique));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -342,10 +360,10 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   ops.reserve(2 * table->s->keys + 2);
   uint pk_keynr = m_hidden_pk ? MAX_KEY : table->s->primary_key;
   if (pk_changed) {
-    ops.push_back(delete_op(0, old_pk));
+    ops.push_back(delete_op(0, old_pk, true));
     op_keys.push_back(pk_keynr);
   }
-  ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0));
+  ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0, true));
   op_keys.push_back(pk_keynr);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
@@ -353,10 +371,10 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
     encode_secondary(k, old_data, old_pk, &old_e);
     encode_secondary(k, new_data, new_pk, &new_e);
     if (old_e == new_e) continue;
-    ops.push_back(delete_op(engine_index(k), old_e.key));
+    ops.push_back(delete_op(engine_index(k), old_e.key, old_e.unique));
     op_keys.push_back(k);
     ops.push_back(put_op(engine_index(k), new_e.key, new_e.value,
-                         new_e.unique ? new_e.key.size() : 0));
+                         new_e.unique ? new_e.key.size() : 0, new_e.unique));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -375,12 +393,12 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     encode_pk(buf, &pk);
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
-  ops.push_back(delete_op(0, pk));
+  ops.push_back(delete_op(0, pk, true));
   op_keys.push_back(MAX_KEY);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
     encode_secondary(k, buf, pk, &m_entries[k]);
-    ops.push_back(delete_op(engine_index(k), m_entries[k].key));
+    ops.push_back(delete_op(engine_index(k), m_entries[k].key, m_entries[k].unique));
     op_keys.push_back(k);
   }
   return apply_ops(ops, op_keys);
@@ -489,7 +507,19 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
   return 0;
 }
 
+int ha_tidesdb::locked_read(uchar *buf, const uint8_t *pk, size_t pk_len) {
+  const uint8_t *value;
+  size_t len;
+  int st = tdb_lock_row(trx(), m_tbl, pk, pk_len,
+                        m_lock_rows == ROW_LOCK_SHARED ? TDB_LOCK_SHARED : TDB_LOCK_EXCLUSIVE,
+                        &value, &len);
+  if (st) return fail(st);
+  m_last_pk.assign((const char *)pk, pk_len);
+  return unpack_row(buf, value, len);
+}
+
 int ha_tidesdb::read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len) {
+  if (m_lock_rows != ROW_LOCK_NONE) return locked_read(buf, pk, pk_len);
   const uint8_t *value;
   size_t len;
   int st = tdb_get(trx(), m_tbl, pk, pk_len, &value, &len);
@@ -498,12 +528,20 @@ int ha_tidesdb::read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len) {
   return unpack_row(buf, value, len);
 }
 
-int ha_tidesdb::read_cursor_row(uchar *buf) {
-  const uint8_t *k, *v;
-  size_t klen, vlen;
-  int st = tdb_cursor_entry(m_cursor, &k, &klen, &v, &vlen);
-  if (st) return fail(st);
+/* Returned by fetch_entry_row when a locking read finds the entry's row gone or no
+   longer matching the entry: the cursor moves on. */
+static const int ROW_GONE = -1;
+
+int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
+                                size_t vlen) {
+  bool locking = m_lock_rows != ROW_LOCK_NONE;
   if (m_cursor_index == 0) {
+    if (locking) {
+      /* Lock, then read the latest version: a locking read (and UPDATE/DELETE)
+         works on committed data, as in InnoDB. */
+      int err = locked_read(buf, k, klen);
+      return err == HA_ERR_KEY_NOT_FOUND ? ROW_GONE : err;
+    }
     m_last_pk.assign((const char *)k, klen);
     return unpack_row(buf, v, vlen);
   }
@@ -513,6 +551,16 @@ int ha_tidesdb::read_cursor_row(uchar *buf) {
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
+  if (locking) {
+    std::string entry_key((const char *)k, klen), pk_copy((const char *)pk, m_pk_len);
+    int err = locked_read(buf, pk, m_pk_len);
+    if (err == HA_ERR_KEY_NOT_FOUND) return ROW_GONE;
+    if (err) return err;
+    /* The latest version of the row may have left this index entry. */
+    Index_entry now;
+    encode_secondary(m_cursor_key, buf, pk_copy, &now);
+    return now.key == entry_key ? 0 : ROW_GONE;
+  }
   int err = read_row_by_pk(buf, pk, m_pk_len);
   if (err == HA_ERR_KEY_NOT_FOUND) {
     m_last_error = "an index entry points to a missing row";
@@ -520,6 +568,23 @@ int ha_tidesdb::read_cursor_row(uchar *buf) {
     return HA_ERR_TIDESDB_CORRUPTION;
   }
   return err;
+}
+
+int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string *prefix,
+                            int not_found) {
+  for (;;) {
+    m_cursor_positioned = st == TDB_OK;
+    if (st == TDB_END) return not_found;
+    if (st) return fail(st);
+    const uint8_t *k, *v;
+    size_t klen, vlen;
+    if ((st = tdb_cursor_entry(m_cursor, &k, &klen, &v, &vlen))) return fail(st);
+    if (prefix && (klen < prefix->size() || memcmp(k, prefix->data(), prefix->size())))
+      return not_found;
+    int err = fetch_entry_row(buf, k, klen, v, vlen);
+    if (err != ROW_GONE) return err;
+    st = forward ? tdb_cursor_next(m_cursor) : tdb_cursor_prev(m_cursor);
+  }
 }
 
 int ha_tidesdb::rnd_init(bool scan) {
@@ -535,9 +600,7 @@ int ha_tidesdb::rnd_next(uchar *buf) {
   int st = m_rnd_started ? tdb_cursor_next(m_cursor)
                          : tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
   m_rnd_started = true;
-  if (st == TDB_END) return HA_ERR_END_OF_FILE;
-  if (st) return fail(st);
-  return read_cursor_row(buf);
+  return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
 }
 
 int ha_tidesdb::rnd_end() {
@@ -563,6 +626,7 @@ int ha_tidesdb::rnd_pos(uchar *buf, uchar *pos) {
 
 int ha_tidesdb::index_init(uint idx, bool) {
   active_index = idx;
+  m_cursor_key = idx;
   return open_cursor(engine_index(idx));
 }
 
@@ -608,20 +672,13 @@ int ha_tidesdb::index_read_map(uchar *buf, const uchar *key, key_part_map keypar
   if (!m_cursor) {
     if (int err = open_cursor(engine_index(active_index))) return err;
   }
+  m_cursor_key = active_index;
   int st = tdb_cursor_seek(m_cursor, mode, (const uint8_t *)m_search_key.data(),
                            m_search_key.size());
-  m_cursor_positioned = st == TDB_OK;
-  if (st == TDB_END) return HA_ERR_KEY_NOT_FOUND;
-  if (st) return fail(st);
-  if (find_flag == HA_READ_KEY_EXACT || find_flag == HA_READ_PREFIX ||
-      find_flag == HA_READ_PREFIX_LAST) {
-    const uint8_t *k, *v;
-    size_t klen, vlen;
-    if ((st = tdb_cursor_entry(m_cursor, &k, &klen, &v, &vlen))) return fail(st);
-    if (klen < m_search_key.size() || memcmp(k, m_search_key.data(), m_search_key.size()))
-      return HA_ERR_KEY_NOT_FOUND;
-  }
-  return read_cursor_row(buf);
+  bool exact = find_flag == HA_READ_KEY_EXACT || find_flag == HA_READ_PREFIX ||
+               find_flag == HA_READ_PREFIX_LAST;
+  bool forward = mode == TDB_SEEK_GE || mode == TDB_SEEK_GT_PREFIX;
+  return cursor_read(buf, st, forward, exact ? &m_search_key : nullptr, HA_ERR_KEY_NOT_FOUND);
 }
 
 int ha_tidesdb::index_read_last_map(uchar *buf, const uchar *key, key_part_map keypart_map) {
@@ -640,10 +697,7 @@ int ha_tidesdb::index_next(uchar *buf) {
   } else {
     st = tdb_cursor_next(m_cursor);
   }
-  m_cursor_positioned = st == TDB_OK;
-  if (st == TDB_END) return HA_ERR_END_OF_FILE;
-  if (st) return fail(st);
-  return read_cursor_row(buf);
+  return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
 }
 
 int ha_tidesdb::index_prev(uchar *buf) {
@@ -657,32 +711,25 @@ int ha_tidesdb::index_prev(uchar *buf) {
   } else {
     st = tdb_cursor_prev(m_cursor);
   }
-  m_cursor_positioned = st == TDB_OK;
-  if (st == TDB_END) return HA_ERR_END_OF_FILE;
-  if (st) return fail(st);
-  return read_cursor_row(buf);
+  return cursor_read(buf, st, false, nullptr, HA_ERR_END_OF_FILE);
 }
 
 int ha_tidesdb::index_first(uchar *buf) {
   if (!m_cursor) {
     if (int err = open_cursor(engine_index(active_index))) return err;
   }
+  m_cursor_key = active_index;
   int st = tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
-  m_cursor_positioned = st == TDB_OK;
-  if (st == TDB_END) return HA_ERR_END_OF_FILE;
-  if (st) return fail(st);
-  return read_cursor_row(buf);
+  return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
 }
 
 int ha_tidesdb::index_last(uchar *buf) {
   if (!m_cursor) {
     if (int err = open_cursor(engine_index(active_index))) return err;
   }
+  m_cursor_key = active_index;
   int st = tdb_cursor_seek(m_cursor, TDB_SEEK_LAST, nullptr, 0);
-  m_cursor_positioned = st == TDB_OK;
-  if (st == TDB_END) return HA_ERR_END_OF_FILE;
-  if (st) return fail(st);
-  return read_cursor_row(buf);
+  return cursor_read(buf, st, false, nullptr, HA_ERR_END_OF_FILE);
 }
 
 /* ------------------------------------------------------- statistics, admin */

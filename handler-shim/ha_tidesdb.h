@@ -125,9 +125,15 @@ private:
 
   int open_cursor(uint engine_idx);
   void close_cursor();
-  /* Reads the row of the cursor's current entry into buf. */
-  int read_cursor_row(uchar *buf);
+  /* Finishes a cursor move whose status is st: reads the row of the entry it landed
+     on into buf, stepping on (forward or back) past entries a locking read finds
+     stale; not_found when the cursor ran out or left prefix. */
+  int cursor_read(uchar *buf, int st, bool forward, const std::string *prefix, int not_found);
+  int fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
+                      size_t vlen);
+  /* Reads a row by primary key: a snapshot read, or a locking one (see m_lock_rows). */
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
+  int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
   int unpack_row(uchar *buf, const uint8_t *value, size_t len);
   void observe_auto_increment(const uchar *rec);
   ulonglong ensure_auto_increment_seeded();
@@ -141,6 +147,9 @@ private:
      index_prev then seek from m_last_pk. */
   bool m_cursor_positioned = false;
   bool m_rnd_started = false;
+  uint m_cursor_key = MAX_KEY; /* MariaDB key the index cursor reads */
+  /* Row locks taken by this statement's reads (set in store_lock). */
+  enum { ROW_LOCK_NONE, ROW_LOCK_SHARED, ROW_LOCK_EXCLUSIVE } m_lock_rows = ROW_LOCK_NONE;
   bool m_hidden_pk = false;
   uint m_pk_len = 0;
   std::vector<uint> m_key_to_engine;

@@ -68,7 +68,13 @@ static MYSQL_SYSVAR_UINT(background_threads, sysvar_background_threads,
                          "Threads that flush memtables and compact table files", NULL, NULL, 2,
                          1, 64, 0);
 
+static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
+                          "Seconds a transaction waits for a row lock before giving up "
+                          "with ER_LOCK_WAIT_TIMEOUT (like innodb_lock_wait_timeout)",
+                          NULL, NULL, 50, 0, 1024 * 1024 * 1024, 0);
+
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
+    MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(sync_mode),          MYSQL_SYSVAR(sync_interval_ms),
     MYSQL_SYSVAR(write_buffer_size),  MYSQL_SYSVAR(block_cache_size),
     MYSQL_SYSVAR(background_threads), NULL};
@@ -105,6 +111,7 @@ int begin_statement(THD *thd, tdb_trx **out) {
   if (!trx) return TDB_INTERNAL;
   if (int st = tdb_trx_begin(trx, isolation_of(thd))) return st;
   if (int st = tdb_trx_stmt_begin(trx)) return st;
+  tdb_trx_set_lock_wait_timeout(trx, (uint64_t)THDVAR(thd, lock_wait_timeout) * 1000);
   trans_register_ha(thd, false, tidesdb_hton, 0);
   if (in_multi_statement_trx(thd)) trans_register_ha(thd, true, tidesdb_hton, 0);
   return TDB_OK;
@@ -171,6 +178,11 @@ static int tidesdb_close_connection(handlerton *hton, THD *thd) {
   return 0;
 }
 
+/* KILL QUERY: wake the connection's lock wait. */
+static void tidesdb_kill_query(handlerton *, THD *thd, enum thd_kill_levels) {
+  if (tdb_trx *trx = get_trx(thd, false)) tdb_trx_cancel(trx);
+}
+
 static int tidesdb_start_consistent_snapshot(handlerton *hton, THD *thd) {
   tdb_trx *trx = get_trx(thd, true);
   if (!trx) return 1;
@@ -235,6 +247,7 @@ static int tidesdb_init(void *p) {
   h->savepoint_rollback_can_release_mdl = tidesdb_savepoint_can_release_mdl;
   h->close_connection = tidesdb_close_connection;
   h->start_consistent_snapshot = tidesdb_start_consistent_snapshot;
+  h->kill_query = tidesdb_kill_query;
   h->drop_database = tidesdb_drop_database;
   h->show_status = tidesdb_show_status;
   h->panic = tidesdb_panic;

@@ -26,6 +26,12 @@ unexpected=$(grep -v -E '^(_maria_[a-z_]*|.*_service|provider_service_.*|print_c
 if [ -n "$unexpected" ]; then
   echo "link-plugin: unexpected exported symbols:" >&2; echo "$unexpected" >&2; exit 1
 fi
+# Every engine entry point the shim calls must be defined inside the plugin (the
+# server resolves the rest at load time, so a missing one would only fail there).
+missing=$(nm -D --undefined-only "$OUT" | awk '{print $2}' | grep '^tdb_' || true)
+if [ -n "$missing" ]; then
+  echo "link-plugin: engine functions the shim calls are not defined:" >&2; echo "$missing" >&2; exit 1
+fi
 # A STATIC_TLS library can break other plugins' loading (see the build facts).
 if readelf -d "$OUT" | grep -q STATIC_TLS; then
   echo "link-plugin: $OUT has the STATIC_TLS flag" >&2; exit 1

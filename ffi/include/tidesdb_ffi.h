@@ -150,6 +150,11 @@ int tdb_trx_stmt_commit(tdb_trx *trx);
 int tdb_trx_stmt_rollback(tdb_trx *trx);
 int tdb_trx_commit(tdb_trx *trx);
 int tdb_trx_rollback(tdb_trx *trx);
+/* How long lock waits of this transaction last (innodb_lock_wait_timeout). */
+int tdb_trx_set_lock_wait_timeout(tdb_trx *trx, uint64_t millis);
+/* Wakes the transaction's current (or next) lock wait with TDB_ABORTED: KILL QUERY.
+   Safe to call from another thread while the owner waits. */
+void tdb_trx_cancel(tdb_trx *trx);
 /* User savepoints: the id is what the shim stores in the server's savepoint area. */
 int tdb_trx_savepoint_set(tdb_trx *trx, uint64_t *out_id);
 int tdb_trx_savepoint_rollback(tdb_trx *trx, uint64_t id);
@@ -167,13 +172,16 @@ enum tdb_op_kind {
 struct tdb_op {
   uint32_t index;          /* 0 = rows, 1..n = secondary index */
   uint32_t kind;           /* enum tdb_op_kind */
+  uint32_t lock;           /* 1: take an exclusive lock on the key first (held to the end
+                              of the transaction; waits up to the lock wait timeout) */
   const uint8_t *key;
   size_t key_len;
   const uint8_t *value;    /* PUT only */
   size_t value_len;
   /* PUT only: when > 0, fail with TDB_DUPLICATE if a key other than `key` itself
      whose first unique_len bytes equal key's is visible, or `key` itself when
-     unique_len == key_len. */
+     unique_len == key_len. A locked key is checked against the latest committed
+     data (and the transaction's own writes), not the snapshot. */
   size_t unique_len;
 };
 
@@ -185,6 +193,16 @@ int tdb_apply(tdb_trx *trx, tdb_table *table, const struct tdb_op *ops, size_t n
    when absent. *value stays valid until the next call on table. */
 int tdb_get(tdb_trx *trx, tdb_table *table, const uint8_t *key, size_t key_len,
             const uint8_t **value, size_t *value_len);
+
+enum tdb_lock_mode { TDB_LOCK_SHARED = 0, TDB_LOCK_EXCLUSIVE = 1 };
+
+/* Locking read of one row (SELECT ... FOR UPDATE / LOCK IN SHARE MODE, UPDATE,
+   DELETE): locks the row's key in the rows column family (waiting up to the lock
+   wait timeout; TDB_LOCK_TIMEOUT, TDB_DEADLOCK or TDB_ABORTED otherwise), then
+   reads its latest committed version (own writes win). TDB_NOT_FOUND if the row
+   no longer exists. */
+int tdb_lock_row(tdb_trx *trx, tdb_table *table, const uint8_t *key, size_t key_len,
+                 uint32_t mode, const uint8_t **value, size_t *value_len);
 
 /* ---- Cursors ------------------------------------------------------------------ */
 

@@ -66,6 +66,7 @@ impl From<CoreError> for FfiError {
             CoreError::Deadlock => Status::Deadlock,
             CoreError::Poisoned => Status::ReadOnly,
             CoreError::Closed => Status::NotOpen,
+            CoreError::Cancelled => Status::Aborted,
             CoreError::InvalidArgument(_) | CoreError::TransactionDone => Status::Invalid,
             _ => Status::Internal,
         };

@@ -2,7 +2,7 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use tidesdb_core::{Cf, IterOptions, Txn};
+use tidesdb_core::{Cf, IterOptions, LockMode, Txn};
 
 use crate::catalog::TableShared;
 use crate::engine::engine;
@@ -22,6 +22,7 @@ pub struct Table {
 pub struct Op {
     pub index: u32,
     pub kind: u32,
+    pub lock: u32,
     pub key: *const u8,
     pub key_len: usize,
     pub value: *const u8,
@@ -46,13 +47,26 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// True if a key other than `key` that starts with `key[..unique_len]` is visible to
-/// the transaction (or `key` itself when the whole key is the unique part).
-fn violates_unique(txn: &mut Txn, cf: &Cf, key: &[u8], unique_len: usize) -> FfiResult<bool> {
+/// the transaction (or `key` itself when the whole key is the unique part). A key the
+/// transaction has locked is checked against the latest committed data: the lock
+/// holder before us may have committed it after our snapshot.
+fn violates_unique(
+    txn: &mut Txn,
+    cf: &Cf,
+    key: &[u8],
+    unique_len: usize,
+    locked: bool,
+) -> FfiResult<bool> {
     let unique = key
         .get(..unique_len)
         .ok_or_else(|| FfiError::new(Status::Invalid, "unique_len is longer than the key"))?;
     if unique_len == key.len() {
-        return Ok(txn.get(cf, key)?.is_some());
+        let existing = if locked {
+            txn.get_latest(cf, key)?
+        } else {
+            txn.get(cf, key)?
+        };
+        return Ok(existing.is_some());
     }
     let opts = IterOptions {
         lower_bound: Some(unique.to_vec()),
@@ -70,9 +84,12 @@ fn violates_unique(txn: &mut Txn, cf: &Cf, key: &[u8], unique_len: usize) -> Ffi
     Ok(false)
 }
 
-/// Applies `ops` atomically: on any error none of them stays applied. On a failed
-/// unique check the error is TDB_DUPLICATE and `failed` is that op's position.
-pub fn apply(txn: &mut Txn, table: &Table, ops: &[Op], failed: &mut usize) -> FfiResult<()> {
+/// Applies `ops` atomically: on any error none of them stays applied (locks taken
+/// stay, as in InnoDB). On a failed unique check the error is TDB_DUPLICATE and
+/// `failed` is that op's position.
+pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> FfiResult<()> {
+    let timeout = trx.lock_wait_timeout;
+    let txn = trx.txn()?;
     let sp = txn.savepoint();
     let result = (|| -> FfiResult<()> {
         for (i, op) in ops.iter().enumerate() {
@@ -80,11 +97,15 @@ pub fn apply(txn: &mut Txn, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
             let cf = table.shared.cf(op.index)?;
             // SAFETY: the shim passes key/value buffers valid for the call.
             let key = unsafe { raw::bytes(op.key, op.key_len) }?;
+            let locked = op.lock != 0;
+            if locked {
+                txn.lock(&cf, key, LockMode::Exclusive, timeout)?;
+            }
             match op.kind {
                 OP_PUT => {
                     // SAFETY: as above.
                     let value = unsafe { raw::bytes(op.value, op.value_len) }?;
-                    if op.unique_len > 0 && violates_unique(txn, &cf, key, op.unique_len)? {
+                    if op.unique_len > 0 && violates_unique(txn, &cf, key, op.unique_len, locked)? {
                         return Err(FfiError::quiet(Status::Duplicate));
                     }
                     txn.put(&cf, key, value)?;
@@ -371,7 +392,7 @@ pub unsafe extern "C" fn tdb_apply(
             unsafe { std::slice::from_raw_parts(ops, n_ops) }
         };
         let mut failed = 0;
-        let result = apply(trx.txn()?, table, ops, &mut failed);
+        let result = apply(trx, table, ops, &mut failed);
         if !failed_op.is_null() {
             // SAFETY: non-NULL and writable by contract.
             unsafe { failed_op.write(failed) };
@@ -400,6 +421,48 @@ pub unsafe extern "C" fn tdb_get(
         let key = unsafe { raw::bytes(key, key_len) }?;
         let cf = table.shared.cf(0)?;
         match trx.txn()?.get(&cf, key)? {
+            None => Err(FfiError::quiet(Status::NotFound)),
+            Some(v) => {
+                table.scratch = v;
+                // SAFETY: writable by contract; scratch lives until the next call.
+                unsafe {
+                    raw::write_out(value, table.scratch.as_ptr())?;
+                    raw::write_out(value_len, table.scratch.len())
+                }
+            }
+        }
+    })
+}
+
+/// # Safety
+/// `key` must point to `key_len` bytes; `value`/`value_len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_lock_row(
+    trx: *mut Trx,
+    table: *mut Table,
+    key: *const u8,
+    key_len: usize,
+    mode: u32,
+    value: *mut *const u8,
+    value_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles and buffers by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        let cf = table.shared.cf(0)?;
+        let mode = if mode == 0 {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        };
+        let timeout = trx.lock_wait_timeout;
+        let txn = trx.txn()?;
+        txn.lock(&cf, key, mode, timeout)?;
+        match txn.get_latest(&cf, key)? {
             None => Err(FfiError::quiet(Status::NotFound)),
             Some(v) => {
                 table.scratch = v;

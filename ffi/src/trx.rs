@@ -7,8 +7,11 @@
 //! savepoints too, named by ids the shim keeps in the server's savepoint area.
 use std::collections::BTreeMap;
 use std::ffi::c_int;
+use std::sync::Arc;
+use std::time::Duration;
 
-use tidesdb_core::{Isolation, Savepoint, Txn};
+use parking_lot::Mutex;
+use tidesdb_core::{CancelHandle, Isolation, Savepoint, Txn};
 
 use crate::engine::engine;
 use crate::raw;
@@ -21,7 +24,14 @@ pub struct Trx {
     stmt: Option<Savepoint>,
     user: BTreeMap<u64, Savepoint>,
     next_user_id: u64,
+    /// How long a lock wait may last.
+    pub lock_wait_timeout: Duration,
+    /// Cancels the active transaction's lock wait; shared with KILL QUERY's thread.
+    cancel: Arc<Mutex<Option<CancelHandle>>>,
 }
+
+/// InnoDB's default innodb_lock_wait_timeout.
+const DEFAULT_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// `enum tdb_isolation` to the engine's levels. READ UNCOMMITTED reads committed data
 /// (there is nothing weaker to give); SERIALIZABLE runs as snapshot isolation plus the
@@ -42,6 +52,8 @@ impl Default for Trx {
             stmt: None,
             user: BTreeMap::new(),
             next_user_id: 1,
+            lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
+            cancel: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -49,7 +61,9 @@ impl Default for Trx {
 impl Trx {
     pub fn begin(&mut self, level: Isolation) -> FfiResult<()> {
         if self.txn.is_none() {
-            self.txn = Some(engine()?.db.begin(level));
+            let txn = engine()?.db.begin(level);
+            *self.cancel.lock() = Some(txn.cancel_handle());
+            self.txn = Some(txn);
             self.isolation = level;
         }
         Ok(())
@@ -94,6 +108,7 @@ impl Trx {
     fn finish(&mut self) -> Option<Txn> {
         self.stmt = None;
         self.user.clear();
+        *self.cancel.lock() = None;
         self.txn.take()
     }
 
@@ -252,4 +267,30 @@ pub unsafe extern "C" fn tdb_trx_savepoint_rollback(trx: *mut Trx, id: u64) -> c
 #[no_mangle]
 pub unsafe extern "C" fn tdb_trx_savepoint_release(trx: *mut Trx, id: u64) -> c_int {
     with_trx(trx, |t| t.savepoint_release(id))
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_set_lock_wait_timeout(trx: *mut Trx, millis: u64) -> c_int {
+    with_trx(trx, |t| {
+        t.lock_wait_timeout = Duration::from_millis(millis);
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle. Only the cancel slot is touched, which is
+/// shared behind a mutex, so this may run on another thread than the owner's.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_cancel(trx: *const Trx) {
+    guard(|| {
+        // SAFETY: NULL or a live handle by contract; only the shared slot is read.
+        if let Some(t) = unsafe { trx.as_ref() } {
+            if let Some(handle) = t.cancel.lock().as_ref() {
+                handle.cancel();
+            }
+        }
+        Ok(())
+    });
 }
