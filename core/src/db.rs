@@ -169,6 +169,8 @@ pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 pub(crate) struct CommitReq {
     pub ops: Mutex<CfOps>,
     pub check_conflicts: bool,
+    /// Wait for an fsync (in `SyncMode::Full`).
+    pub sync: bool,
 }
 
 struct Queue {
@@ -217,6 +219,8 @@ pub(crate) struct DbInner {
     lock_file: Mutex<Option<File>>,
     pub locks: crate::lock::LockManager,
     pub next_txn_id: AtomicU64,
+    /// Number of fsyncs issued by commit groups (tests, statistics).
+    pub wal_syncs: AtomicU64,
 }
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
@@ -369,6 +373,11 @@ impl Db {
     /// Sequence number of the latest visible commit.
     pub fn latest_sequence(&self) -> u64 {
         self.inner().visible_seq.load(Ordering::Acquire)
+    }
+
+    /// Number of WAL fsyncs issued by commit groups since open (statistics).
+    pub fn wal_sync_count(&self) -> u64 {
+        self.inner().wal_syncs.load(Ordering::Relaxed)
     }
 
     /// Directory of the database.
@@ -557,6 +566,7 @@ impl DbInner {
             lock_file: Mutex::new(Some(lock)),
             locks: crate::lock::LockManager::new(),
             next_txn_id: AtomicU64::new(1),
+            wal_syncs: AtomicU64::new(0),
         });
         inner.start_threads()?;
         Ok(inner)
@@ -886,11 +896,12 @@ impl DbInner {
 
     /// Commits `ops` atomically; returns the commit sequence. Group commit:
     /// the first queued request leads, writing and syncing everyone's records.
-    pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool) -> Result<u64> {
+    pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool, sync: bool) -> Result<u64> {
         self.check_writable()?;
         let req = Arc::new(CommitReq {
             ops: Mutex::new(ops),
             check_conflicts,
+            sync,
         });
         let mut q = self.queue.lock();
         let ticket = q.next_ticket;
@@ -1007,12 +1018,14 @@ impl DbInner {
         if accepted.is_empty() {
             return results;
         }
-        let sync = *self.sync_mode.lock() == SyncMode::Full;
+        let sync = *self.sync_mode.lock() == SyncMode::Full
+            && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
             wal.append(&framed)?;
             if sync {
                 wal.sync()?;
+                self.wal_syncs.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
         })();

@@ -34,7 +34,9 @@ mod wal;
 pub use db::{Cf, Db};
 pub use error::{Error, Result};
 pub use lock::{CancelHandle, LockMode};
-pub use options::{CfOptions, CfStats, Compression, DbOptions, Isolation, IterOptions, SyncMode};
+pub use options::{
+    CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
+};
 pub use txn::{Savepoint, Txn, TxnIter};
 
 #[cfg(test)]

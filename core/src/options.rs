@@ -11,6 +11,24 @@ pub enum SyncMode {
     Full,
 }
 
+/// Per-commit options for [`crate::Txn::commit_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitOptions {
+    /// `true` (the default): durability follows the database's [`SyncMode`]
+    /// (in `Full` mode the call returns after an fsync covering the record).
+    /// `false`: the record is appended to the WAL (ordered before every later
+    /// commit) but the call does not wait for an fsync, whatever the sync
+    /// mode. A later synced commit (or `Db::sync_wal`) makes it durable too,
+    /// because the WAL is replayed as a prefix.
+    pub sync: bool,
+}
+
+impl Default for CommitOptions {
+    fn default() -> Self {
+        CommitOptions { sync: true }
+    }
+}
+
 /// Database-wide options.
 #[derive(Clone, Debug)]
 pub struct DbOptions {

@@ -15,7 +15,7 @@ use crate::iter::{MergeIter, Source};
 use crate::key::Kind;
 use crate::lock::{CancelHandle, LockMode};
 use crate::memtable::{MemIter, Memtable};
-use crate::options::{Isolation, IterOptions};
+use crate::options::{CommitOptions, Isolation, IterOptions};
 use crate::sst::TableIter;
 use crate::Cf;
 use std::collections::BTreeMap;
@@ -267,7 +267,15 @@ impl Txn {
 
     /// Commits atomically across column families. `Error::Conflict` if another
     /// transaction committed one of our written keys after our snapshot.
-    pub fn commit(mut self) -> Result<()> {
+    pub fn commit(self) -> Result<()> {
+        self.commit_with(CommitOptions::default())
+    }
+
+    /// [`Txn::commit`] with options: `CommitOptions { sync: false }` appends
+    /// the commit to the WAL (ordered before any later commit) and makes it
+    /// visible without waiting for an fsync, even in `SyncMode::Full`. A
+    /// later synced commit makes it durable as well (the WAL is a prefix).
+    pub fn commit_with(mut self, opts: CommitOptions) -> Result<()> {
         if self.done {
             return Err(Error::TransactionDone);
         }
@@ -276,7 +284,7 @@ impl Txn {
             return self.db.check_open();
         }
         let ops = self.collect_ops()?;
-        let r = self.db.commit_ops(ops, true).map(|_| ());
+        let r = self.db.commit_ops(ops, true, opts.sync).map(|_| ());
         self.release_locks();
         r
     }

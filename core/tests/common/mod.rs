@@ -1,0 +1,18 @@
+//! Shared test helpers.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+use std::path::Path;
+
+/// Simulated crash: copies the database files as they are on disk right now
+/// (without LOCK) into a fresh directory; the original handle is left open
+/// (or leaked), so nothing is closed or synced.
+pub fn crash_copy(src: &Path) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "LOCK" && e.path().is_file() {
+            // A file may vanish between listing and copying (background purge).
+            let _ = std::fs::copy(e.path(), d.path().join(e.file_name()));
+        }
+    }
+    d
+}
