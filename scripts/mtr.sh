@@ -25,7 +25,9 @@ ln -s /usr/bin "$R/bin"
 ln -s /usr/sbin "$R/sbin"
 for p in /usr/lib/*; do [ "$(basename "$p")" = mysql ] || ln -s "$p" "$R/lib/"; done
 for p in /usr/lib/mysql/plugin/*; do ln -s "$p" "$R/lib/mysql/plugin/"; done
-ln -s "$ROOT/target/plugin/ha_tidesdb.so" "$R/lib/mysql/plugin/ha_tidesdb.so"
+# A copy, not a link: a rebuild during the run (make plugin by someone else) must not
+# swap or delete the library under running servers.
+cp "$ROOT/target/plugin/ha_tidesdb.so" "$R/lib/mysql/plugin/ha_tidesdb.so"
 for p in /usr/share/mysql/*; do [ "$(basename "$p")" = mysql-test ] || ln -s "$p" "$R/share/mysql/"; done
 cp -as /usr/share/mysql/mysql-test "$R/share/mysql/mysql-test"
 mkdir -p "$R/share/mysql/mysql-test/plugin/tidesdb"
