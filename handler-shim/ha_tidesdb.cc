@@ -174,6 +174,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   tdb_trx *t;
   int st = begin_statement(thd, &t);
   if (st) return fail(st);
+  m_autoinc_rows = 0;
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
      mode, as InnoDB does. */
   if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
@@ -185,7 +186,9 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
 int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
   tdb_trx *t;
   int st = begin_statement(thd, &t);
-  return st ? fail(st) : 0;
+  if (st) return fail(st);
+  m_autoinc_rows = 0;
+  return 0;
 }
 
 THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
@@ -335,6 +338,7 @@ int ha_tidesdb::write_row(const uchar *buf) {
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
+  if (table->next_number_field && m_autoinc_rows > 0) m_autoinc_rows--;
   if (!err) {
     m_last_pk = pk;
     observe_auto_increment(buf);
@@ -417,7 +421,7 @@ void ha_tidesdb::observe_auto_increment(const uchar *rec) {
   f->move_field_offset(-diff);
   if (is_null || (!is_unsigned && v <= 0)) return;
   ensure_auto_increment_seeded();
-  tdb_table_autoinc_observe(m_tbl, (uint64_t)v);
+  tdb_table_autoinc_observe(m_tbl, (uint64_t)v, f->get_max_int_value());
 }
 
 ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
@@ -445,7 +449,7 @@ ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
         } else {
           const uint8_t *pk, *rv;
           size_t rlen;
-          found = pk_of_entry(k, klen, v, vlen, &pk) && !tdb_get(t, m_tbl, pk, m_pk_len, &rv, &rlen);
+          found = pk_of_entry(k, klen, v, vlen, &pk) && !tdb_get(t, m_tbl, 0, pk, m_pk_len, &rv, &rlen);
           if (found) row.assign((const char *)rv, rlen);
         }
         if (found && decode_row(table, row, m_scratch_rec)) {
@@ -468,10 +472,16 @@ void ha_tidesdb::get_auto_increment(ulonglong offset, ulonglong increment,
                                     ulonglong nb_desired_values, ulonglong *first_value,
                                     ulonglong *nb_reserved_values) {
   ensure_auto_increment_seeded();
-  if (nb_desired_values == 0) nb_desired_values = 1;
-  *first_value = tdb_table_autoinc_reserve(m_tbl, nb_desired_values, offset, increment);
-  *nb_reserved_values = nb_desired_values;
+  /* As InnoDB: the first call of a statement reserves what the server asks for
+     (its row estimate); a later call (after an explicit value moved past the
+     interval) reserves only the rows the statement has left. */
+  if (m_autoinc_rows == 0) m_autoinc_rows = nb_desired_values ? nb_desired_values : 1;
+  *first_value = tdb_table_autoinc_reserve(m_tbl, m_autoinc_rows, offset, increment,
+                                           table->next_number_field->get_max_int_value());
+  *nb_reserved_values = m_autoinc_rows;
 }
+
+void ha_tidesdb::release_auto_increment() { m_autoinc_rows = 0; }
 
 /* ------------------------------------------------------------------- reading */
 
@@ -522,7 +532,7 @@ int ha_tidesdb::read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len) {
   if (m_lock_rows != ROW_LOCK_NONE) return locked_read(buf, pk, pk_len);
   const uint8_t *value;
   size_t len;
-  int st = tdb_get(trx(), m_tbl, pk, pk_len, &value, &len);
+  int st = tdb_get(trx(), m_tbl, 0, pk, pk_len, &value, &len);
   if (st) return fail(st);
   m_last_pk.assign((const char *)pk, pk_len);
   return unpack_row(buf, value, len);
@@ -789,6 +799,78 @@ double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
 int ha_tidesdb::analyze(THD *, HA_CHECK_OPT *) {
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return HA_ADMIN_OK;
+}
+
+/* CHECK TABLE: every row decodes, every index entry a row implies exists, and each
+   index holds exactly one entry per row (so there are no orphan entries either). */
+int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
+  tdb_trx *t = trx();
+  uint n_indexes = tdb_table_index_count(m_tbl);
+  ha_rows expected = stats.records;
+  ha_rows rows = 0;
+  ulonglong problems = 0;
+  auto report = [&](const char *what) {
+    if (problems++ < 10)
+      push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE,
+                          "TidesDB: %s (table %s)", what, m_name.c_str());
+  };
+  thd_progress_init(thd, 1 + n_indexes);
+  tdb_cursor *c = nullptr;
+  if (int st = tdb_cursor_open(t, m_tbl, 0, &c)) return fail(st) ? HA_ADMIN_FAILED : 0;
+  std::string row;
+  int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
+  for (; st == TDB_OK; st = tdb_cursor_next(c)) {
+    if (thd_killed(thd)) break;
+    const uint8_t *k, *v;
+    size_t klen, vlen;
+    if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
+    rows++;
+    if (rows % 1024 == 0) thd_progress_report(thd, rows, expected > rows ? expected : rows);
+    row.assign((const char *)v, vlen);
+    if (!decode_row(table, row, m_scratch_rec)) {
+      report("a row does not decode");
+      continue;
+    }
+    std::string pk((const char *)k, klen);
+    for (uint key = 0; key < table->s->keys; key++) {
+      if (is_pk(key)) continue;
+      Index_entry e;
+      encode_secondary(key, m_scratch_rec, pk, &e);
+      const uint8_t *ev;
+      size_t evlen;
+      int gst = tdb_get(t, m_tbl, engine_index(key), (const uint8_t *)e.key.data(), e.key.size(),
+                        &ev, &evlen);
+      if (gst == TDB_NOT_FOUND || (gst == TDB_OK && std::string((const char *)ev, evlen) != e.value))
+        report("a row has no matching entry in an index");
+      else if (gst)
+        st = gst;
+    }
+  }
+  tdb_cursor_close(c);
+  if (st != TDB_OK && st != TDB_END) {
+    thd_progress_end(thd);
+    fail(st);
+    return HA_ADMIN_FAILED;
+  }
+  for (uint idx = 1; idx <= n_indexes && !thd_killed(thd); idx++) {
+    thd_progress_next_stage(thd);
+    ha_rows entries = 0;
+    if ((st = tdb_cursor_open(t, m_tbl, idx, &c))) break;
+    for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK;
+         st = tdb_cursor_next(c))
+      entries++;
+    tdb_cursor_close(c);
+    if (st != TDB_END) break;
+    st = TDB_OK;
+    if (entries != rows) report("an index has a different number of entries than the table has rows");
+  }
+  thd_progress_end(thd);
+  if (thd_killed(thd)) return HA_ADMIN_FAILED;
+  if (st != TDB_OK && st != TDB_END) {
+    fail(st);
+    return HA_ADMIN_FAILED;
+  }
+  return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
 int ha_tidesdb::optimize(THD *, HA_CHECK_OPT *) {

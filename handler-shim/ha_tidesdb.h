@@ -72,6 +72,7 @@ public:
   int delete_row(const uchar *buf) override;
   void get_auto_increment(ulonglong offset, ulonglong increment, ulonglong nb_desired_values,
                           ulonglong *first_value, ulonglong *nb_reserved_values) override;
+  void release_auto_increment() override;
 
   /* ---- full scans and positions ---- */
   int rnd_init(bool scan) override;
@@ -98,6 +99,7 @@ public:
   double scan_time() override;
   double read_time(uint index, uint ranges, ha_rows rows) override;
   int analyze(THD *thd, HA_CHECK_OPT *check_opt) override;
+  int check(THD *thd, HA_CHECK_OPT *check_opt) override;
   int optimize(THD *thd, HA_CHECK_OPT *check_opt) override;
 
 private:
@@ -162,6 +164,8 @@ private:
   std::vector<Index_entry> m_entries;
   std::string m_last_error;
   uint m_dup_key = 0;
+  /* AUTO_INCREMENT values the statement still needs (InnoDB's n_autoinc_rows). */
+  ulonglong m_autoinc_rows = 0;
   std::string m_name;
 };
 

@@ -61,7 +61,10 @@ static void encode_string(const KEY_PART_INFO *kp, Field *f, std::string *out) {
   }
   size_t dst_len = cs->strnxfrmlen(kp->length);
   out->resize(pos + dst_len);
-  size_t n = cs->strnxfrm((uchar *)&(*out)[pos], dst_len, char_len, (const uchar *)ptr, len,
+  /* As Field_string::sort_string: a character may expand to several weights
+     ('ß' = 'ss'), so the weight budget is char_len * strxfrm_multiply. */
+  size_t n = cs->strnxfrm((uchar *)&(*out)[pos], dst_len, char_len * cs->strxfrm_multiply,
+                          (const uchar *)ptr, len,
                           MY_STRXFRM_PAD_WITH_SPACE | MY_STRXFRM_PAD_TO_MAXLEN);
   if (n < dst_len) memset(&(*out)[pos + n], 0, dst_len - n);
 }

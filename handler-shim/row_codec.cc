@@ -51,6 +51,10 @@ bool decode_row(TABLE *table, const std::string &value, uchar *buf) {
   if (value.size() < header || p[0] != ROW_FORMAT_VERSION) return false;
   uint stored = uint2korr(p + 1);
   p += 3;
+  /* Columns that are NULL (and bytes no column writes) get the table's default
+     image, as in InnoDB: the server compares whole records to tell whether an
+     UPDATE changed a row, so nothing may linger from the previous row read. */
+  memcpy(buf, table->s->default_values, table->s->reclength);
   memcpy(buf, p, table->s->null_bytes);
   p += table->s->null_bytes;
   my_ptrdiff_t diff = buf - table->record[0];

@@ -101,11 +101,12 @@ uint64_t tdb_table_next_rowid(tdb_table *table);
 uint64_t tdb_table_autoinc_peek(tdb_table *table);
 uint64_t tdb_table_autoinc_seed(tdb_table *table, uint64_t next);
 /* Reserves n values spaced by increment starting at the first value >= the counter
-   that is offset modulo increment; returns that first value. */
+   that is offset modulo increment; returns that first value. The counter never
+   passes max + 1 (max: the column's largest value), as in InnoDB. */
 uint64_t tdb_table_autoinc_reserve(tdb_table *table, uint64_t n, uint64_t offset,
-                                   uint64_t increment);
+                                   uint64_t increment, uint64_t max);
 /* Records that value is stored (explicit values move the counter past them). */
-void tdb_table_autoinc_observe(tdb_table *table, uint64_t value);
+void tdb_table_autoinc_observe(tdb_table *table, uint64_t value, uint64_t max);
 
 struct tdb_table_stats {
   uint64_t approx_rows;
@@ -189,10 +190,10 @@ struct tdb_op {
 int tdb_apply(tdb_trx *trx, tdb_table *table, const struct tdb_op *ops, size_t n_ops,
               size_t *failed_op);
 
-/* Point read of the rows column family through the transaction's view. TDB_NOT_FOUND
-   when absent. *value stays valid until the next call on table. */
-int tdb_get(tdb_trx *trx, tdb_table *table, const uint8_t *key, size_t key_len,
-            const uint8_t **value, size_t *value_len);
+/* Point read of index `index` (0 = rows) through the transaction's view.
+   TDB_NOT_FOUND when absent. *value stays valid until the next call on table. */
+int tdb_get(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
+            size_t key_len, const uint8_t **value, size_t *value_len);
 
 enum tdb_lock_mode { TDB_LOCK_SHARED = 0, TDB_LOCK_EXCLUSIVE = 1 };
 

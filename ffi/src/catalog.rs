@@ -152,18 +152,21 @@ impl TableShared {
 
     /// Reserves `n` values `increment` apart, the first being the smallest value at
     /// or above the counter that is `offset` modulo `increment` (MariaDB's
-    /// auto_increment_offset / auto_increment_increment rule).
-    pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64) -> u64 {
+    /// auto_increment_offset / auto_increment_increment rule). The counter stops at
+    /// `max + 1`, one past the column's largest value, as InnoDB's does.
+    pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64, max: u64) -> u64 {
         let mut c = self.autoinc.lock();
         let first = align_auto_increment((*c).max(1), offset, increment);
-        *c = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
+        let next = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
+        *c = next.min(max.saturating_add(1)).max(*c);
         first
     }
 
-    /// Moves the counter past a stored value.
-    pub fn autoinc_observe(&self, value: u64) {
+    /// Moves the counter past a stored value (values beyond the column's range are
+    /// ignored).
+    pub fn autoinc_observe(&self, value: u64, max: u64) {
         let mut c = self.autoinc.lock();
-        if *c != 0 && value >= *c {
+        if *c != 0 && value >= *c && value <= max {
             *c = value.saturating_add(1);
         }
     }

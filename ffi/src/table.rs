@@ -275,18 +275,19 @@ pub unsafe extern "C" fn tdb_table_autoinc_reserve(
     n: u64,
     offset: u64,
     increment: u64,
+    max: u64,
 ) -> u64 {
     // u64::MAX tells the server that no value could be reserved.
     with_table(table, u64::MAX, |t| {
-        t.shared.autoinc_reserve(n, offset, increment)
+        t.shared.autoinc_reserve(n, offset, increment, max)
     })
 }
 
 /// # Safety
 /// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub unsafe extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64) {
-    with_table(table, (), |t| t.shared.autoinc_observe(value))
+pub unsafe extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64, max: u64) {
+    with_table(table, (), |t| t.shared.autoinc_observe(value, max))
 }
 
 /// `struct tdb_table_stats` of the header.
@@ -407,6 +408,7 @@ pub unsafe extern "C" fn tdb_apply(
 pub unsafe extern "C" fn tdb_get(
     trx: *mut Trx,
     table: *mut Table,
+    index: u32,
     key: *const u8,
     key_len: usize,
     value: *mut *const u8,
@@ -419,7 +421,7 @@ pub unsafe extern "C" fn tdb_get(
         let table = unsafe { raw::handle(table) }?;
         // SAFETY: as above.
         let key = unsafe { raw::bytes(key, key_len) }?;
-        let cf = table.shared.cf(0)?;
+        let cf = table.shared.cf(index)?;
         match trx.txn()?.get(&cf, key)? {
             None => Err(FfiError::quiet(Status::NotFound)),
             Some(v) => {

@@ -80,8 +80,13 @@ fn truncate_swaps_in_empty_families_and_resets_counters() {
         100,
         "AUTO_INCREMENT=100 is the floor"
     );
-    assert_eq!(shared.autoinc_reserve(2, 1, 1), 100);
+    assert_eq!(shared.autoinc_reserve(2, 1, 1, u64::MAX), 100);
     assert_eq!(shared.autoinc_peek(), 102);
+    // The counter stops one past the column's largest value.
+    assert_eq!(shared.autoinc_reserve(10, 1, 1, 105), 102);
+    assert_eq!(shared.autoinc_peek(), 106);
+    shared.autoinc_observe(200, 105);
+    assert_eq!(shared.autoinc_peek(), 106);
     put_row(&db, &catalog, "./d/t", b"k");
     catalog.truncate(&db, "./d/t").expect("truncate");
     assert_eq!(row_count(&db, &catalog, "./d/t"), 0);
