@@ -12,11 +12,26 @@
 //! ```
 //! A commit touching several column families is one record, so replay applies
 //! all of it or nothing.
+//!
+//! Two-phase commit records (XA):
+//!
+//! ```text
+//! type 2 (prepare):           xid: varint len ++ bytes, count: varint, count * op (as above)
+//! type 3 (commit prepared):   seq: varint, xid: varint len ++ bytes
+//! type 4 (rollback prepared): xid: varint len ++ bytes
+//! ```
+//! A prepare record carries the whole write set but no sequence; it is
+//! invisible until a type-3 record with the same xid gives it its commit
+//! sequence (replay then applies the prepared ops at that sequence). A xid
+//! prepared twice (re-logged at open after a crash) denotes the same write set.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::key::Kind;
 
 pub(crate) const REC_COMMIT: u8 = 1;
+pub(crate) const REC_PREPARE: u8 = 2;
+pub(crate) const REC_COMMIT_PREPARED: u8 = 3;
+pub(crate) const REC_ROLLBACK_PREPARED: u8 = 4;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Op {
@@ -38,34 +53,80 @@ pub(crate) fn encode_commit(out: &mut Vec<u8>, seq: u64, ops: &[Op]) {
     }
 }
 
-pub(crate) enum Record {
-    Commit { seq: u64, ops: Vec<Op> },
+pub(crate) fn encode_prepare(out: &mut Vec<u8>, xid: &[u8], ops: &[Op]) {
+    out.push(REC_PREPARE);
+    put_bytes(out, xid);
+    put_varint(out, ops.len() as u64);
+    for op in ops {
+        put_varint(out, op.cf);
+        out.push(op.kind as u8);
+        put_bytes(out, &op.key);
+        put_bytes(out, &op.value);
+    }
 }
 
+pub(crate) fn encode_commit_prepared(out: &mut Vec<u8>, seq: u64, xid: &[u8]) {
+    out.push(REC_COMMIT_PREPARED);
+    put_varint(out, seq);
+    put_bytes(out, xid);
+}
+
+pub(crate) fn encode_rollback_prepared(out: &mut Vec<u8>, xid: &[u8]) {
+    out.push(REC_ROLLBACK_PREPARED);
+    put_bytes(out, xid);
+}
+
+pub(crate) enum Record {
+    Commit { seq: u64, ops: Vec<Op> },
+    Prepare { xid: Vec<u8>, ops: Vec<Op> },
+    CommitPrepared { seq: u64, xid: Vec<u8> },
+    RollbackPrepared { xid: Vec<u8> },
+}
+
+fn decode_ops(r: &mut Reader<'_>) -> Option<Vec<Op>> {
+    let n = r.varint_usize()?;
+    let mut ops = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let cf = r.varint()?;
+        let kind = Kind::from_u8(r.u8()?)?;
+        let key = r.len_prefixed()?.to_vec();
+        let value = r.len_prefixed()?.to_vec();
+        ops.push(Op {
+            cf,
+            kind,
+            key,
+            value,
+        });
+    }
+    Some(ops)
+}
+
+/// Decodes one WAL payload; `None` if malformed (never panics).
 pub(crate) fn decode(p: &[u8]) -> Option<Record> {
     let mut r = Reader::new(p);
-    match r.u8()? {
+    let rec = match r.u8()? {
         REC_COMMIT => {
             let seq = r.varint()?;
-            let n = r.varint_usize()?;
-            let mut ops = Vec::with_capacity(n.min(1 << 16));
-            for _ in 0..n {
-                let cf = r.varint()?;
-                let kind = Kind::from_u8(r.u8()?)?;
-                let key = r.len_prefixed()?.to_vec();
-                let value = r.len_prefixed()?.to_vec();
-                ops.push(Op {
-                    cf,
-                    kind,
-                    key,
-                    value,
-                });
-            }
-            if !r.is_empty() {
-                return None;
-            }
-            Some(Record::Commit { seq, ops })
+            let ops = decode_ops(&mut r)?;
+            Record::Commit { seq, ops }
         }
-        _ => None,
+        REC_PREPARE => {
+            let xid = r.len_prefixed()?.to_vec();
+            let ops = decode_ops(&mut r)?;
+            Record::Prepare { xid, ops }
+        }
+        REC_COMMIT_PREPARED => {
+            let seq = r.varint()?;
+            let xid = r.len_prefixed()?.to_vec();
+            Record::CommitPrepared { seq, xid }
+        }
+        REC_ROLLBACK_PREPARED => Record::RollbackPrepared {
+            xid: r.len_prefixed()?.to_vec(),
+        },
+        _ => return None,
+    };
+    if !r.is_empty() {
+        return None;
     }
+    Some(rec)
 }

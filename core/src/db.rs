@@ -166,11 +166,69 @@ impl std::fmt::Debug for Cf {
 /// key newer than this is a conflict).
 pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 
+/// (column family id, user key).
+pub(crate) type LockKey = (u64, Vec<u8>);
+
+/// What a commit-queue request does.
+pub(crate) enum ReqKind {
+    /// Ordinary commit: ops get a new sequence, become visible.
+    Commit,
+    /// 2PC prepare: conflict check, durable prepare record, no visibility.
+    Prepare(Vec<u8>),
+    /// Commit of a prepared xid (no conflict check: done at prepare).
+    CommitPrepared(Vec<u8>),
+    /// Rollback of a prepared xid.
+    RollbackPrepared(Vec<u8>),
+}
+
 pub(crate) struct CommitReq {
     pub ops: Mutex<CfOps>,
     pub check_conflicts: bool,
     /// Wait for an fsync (in `SyncMode::Full`).
     pub sync: bool,
+    pub kind: ReqKind,
+    /// Lock owner (transaction id) of a prepare.
+    pub owner: u64,
+}
+
+/// A prepared (2PC), unresolved transaction known to the database.
+pub(crate) struct PreparedEntry {
+    /// Lock owner id (the `Txn` id, or a fresh id for recovered ones).
+    pub owner: u64,
+    /// WAL segment holding its prepare record (pinned until resolution).
+    pub segment: u64,
+    pub keys: Vec<(u64, Vec<u8>)>,
+    /// Write set, once no live `Txn` owns it (recovered after a restart, or
+    /// the `Txn` was dropped while prepared). `None` while attached.
+    pub ops: Option<Vec<Op>>,
+    /// A resolution is in flight.
+    pub resolving: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct PreparedState {
+    pub by_xid: HashMap<Vec<u8>, PreparedEntry>,
+    /// Keys written by prepared transactions: other commits writing them fail
+    /// with `Conflict` (and their locks are held).
+    pub keys: HashSet<(u64, Vec<u8>)>,
+}
+
+/// A prepared, unresolved transaction (see [`Db::recover_prepared`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedTxn {
+    xid: Vec<u8>,
+    writes: usize,
+}
+
+impl PreparedTxn {
+    /// The XA transaction id given to `Txn::prepare`.
+    pub fn xid(&self) -> &[u8] {
+        &self.xid
+    }
+    /// Number of keys it writes.
+    pub fn write_count(&self) -> usize {
+        self.writes
+    }
 }
 
 struct Queue {
@@ -221,6 +279,7 @@ pub(crate) struct DbInner {
     pub next_txn_id: AtomicU64,
     /// Number of fsyncs issued by commit groups (tests, statistics).
     pub wal_syncs: AtomicU64,
+    pub prepared: Mutex<PreparedState>,
 }
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
@@ -375,6 +434,42 @@ impl Db {
         self.inner().visible_seq.load(Ordering::Acquire)
     }
 
+    /// Prepared (2PC) transactions that no live [`crate::Txn`] owns: found in
+    /// the WAL at open (prepared before a crash / shutdown and not resolved),
+    /// or whose `Txn` was dropped while prepared. Their keys stay locked
+    /// (exclusive) until [`Db::commit_prepared`] / [`Db::rollback_prepared`].
+    pub fn recover_prepared(&self) -> Vec<PreparedTxn> {
+        let p = self.inner().prepared.lock();
+        let mut v: Vec<PreparedTxn> = p
+            .by_xid
+            .iter()
+            .filter_map(|(x, e)| {
+                e.ops
+                    .as_ref()
+                    .filter(|_| !e.resolving)
+                    .map(|ops| PreparedTxn {
+                        xid: x.clone(),
+                        writes: ops.len(),
+                    })
+            })
+            .collect();
+        v.sort_by(|a, b| a.xid.cmp(&b.xid));
+        v
+    }
+
+    /// Commits a prepared transaction listed by [`Db::recover_prepared`]
+    /// (durable per the sync mode, then visible; releases its locks).
+    /// `Error::UnknownXid` if no such unresolved, detached xid exists.
+    pub fn commit_prepared(&self, xid: &[u8]) -> Result<()> {
+        self.inner().resolve_detached(xid, true)
+    }
+
+    /// Rolls back a prepared transaction listed by [`Db::recover_prepared`]
+    /// (releases its locks). `Error::UnknownXid` if unknown.
+    pub fn rollback_prepared(&self, xid: &[u8]) -> Result<()> {
+        self.inner().resolve_detached(xid, false)
+    }
+
     /// Number of WAL fsyncs issued by commit groups since open (statistics).
     pub fn wal_sync_count(&self) -> u64 {
         self.inner().wal_syncs.load(Ordering::Relaxed)
@@ -456,21 +551,40 @@ impl DbInner {
             .collect();
         segs.sort_unstable();
         let mut last_seq = state.last_seq;
+        // Unresolved prepares (xid -> write set), in xid order.
+        let mut prepared: BTreeMap<Vec<u8>, Vec<Op>> = BTreeMap::new();
         for (i, &n) in segs.iter().enumerate() {
             let path = wal::segment_path(dir, n);
             wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
                 let rec = batch::decode(payload)
                     .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
+                let apply = |seq: u64, ops: Vec<Op>| {
+                    for op in ops {
+                        let Some(cf) = cfs.get(&op.cf) else { continue };
+                        let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
+                        if seq > flushed {
+                            cf.sv.read().mem.insert(&op.key, seq, op.kind, &op.value);
+                        }
+                    }
+                };
                 match rec {
                     Record::Commit { seq, ops } => {
                         last_seq = last_seq.max(seq);
-                        for op in ops {
-                            let Some(cf) = cfs.get(&op.cf) else { continue };
-                            let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
-                            if seq > flushed {
-                                cf.sv.read().mem.insert(&op.key, seq, op.kind, &op.value);
-                            }
+                        apply(seq, ops);
+                    }
+                    Record::Prepare { xid, ops } => {
+                        prepared.insert(xid, ops);
+                    }
+                    Record::CommitPrepared { seq, xid } => {
+                        last_seq = last_seq.max(seq);
+                        // Unknown xid: its prepare segment was purged, which
+                        // happens only once `seq` is flushed.
+                        if let Some(ops) = prepared.remove(&xid) {
+                            apply(seq, ops);
                         }
+                    }
+                    Record::RollbackPrepared { xid } => {
+                        prepared.remove(&xid);
                     }
                 }
                 Ok(())
@@ -503,6 +617,21 @@ impl DbInner {
         state.next_file = next_file.load(Ordering::SeqCst);
         let mw = ManifestWriter::create(dir, mnum, &state)?;
 
+        // The fresh WAL segment starts with the unresolved prepares (re-logged,
+        // fsynced) before the replayed segments are deleted.
+        let wal_no = next_file.fetch_add(1, Ordering::SeqCst);
+        let mut w = WalWriter::create(dir, wal_no)?;
+        if !prepared.is_empty() {
+            let mut framed = Vec::new();
+            for (xid, ops) in &prepared {
+                let mut payload = Vec::new();
+                batch::encode_prepare(&mut payload, xid, ops);
+                wal::frame_record(&mut framed, &payload);
+            }
+            w.append(&framed)?;
+            w.sync()?;
+        }
+
         // Remove obsolete files: old manifests, replayed WAL segments, orphan tables.
         let live: HashSet<u64> = state
             .cfs
@@ -525,8 +654,6 @@ impl DbInner {
         }
         let _ = old_manifest;
 
-        let wal_no = next_file.fetch_add(1, Ordering::SeqCst);
-        let w = WalWriter::create(dir, wal_no)?;
         let cur_file = w.file.clone();
         let inner = Arc::new(DbInner {
             dir: dir.to_path_buf(),
@@ -567,7 +694,40 @@ impl DbInner {
             locks: crate::lock::LockManager::new(),
             next_txn_id: AtomicU64::new(1),
             wal_syncs: AtomicU64::new(0),
+            prepared: Mutex::new(PreparedState::default()),
         });
+        // Recovered prepared transactions: registered, keys locked.
+        {
+            let mut p = inner.prepared.lock();
+            let never = AtomicBool::new(false);
+            for (xid, ops) in prepared {
+                let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
+                let mut keys = Vec::new();
+                for o in &ops {
+                    let k = (o.cf, o.key.clone());
+                    inner.locks.lock(
+                        owner,
+                        o.cf,
+                        &o.key,
+                        crate::lock::LockMode::Exclusive,
+                        Duration::ZERO,
+                        &never,
+                    )?;
+                    keys.push(k);
+                }
+                p.keys.extend(keys.iter().cloned());
+                p.by_xid.insert(
+                    xid,
+                    PreparedEntry {
+                        owner,
+                        segment: wal_no,
+                        keys,
+                        ops: Some(ops),
+                        resolving: false,
+                    },
+                );
+            }
+        }
         inner.start_threads()?;
         Ok(inner)
     }
@@ -897,11 +1057,66 @@ impl DbInner {
     /// Commits `ops` atomically; returns the commit sequence. Group commit:
     /// the first queued request leads, writing and syncing everyone's records.
     pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool, sync: bool) -> Result<u64> {
+        self.submit(ops, check_conflicts, sync, ReqKind::Commit, 0)
+    }
+
+    /// Resolves a detached / recovered prepared transaction.
+    fn resolve_detached(&self, xid: &[u8], commit: bool) -> Result<()> {
+        self.check_writable()?;
+        let (owner, keys, ops) = {
+            let mut p = self.prepared.lock();
+            let e = match p.by_xid.get_mut(xid) {
+                Some(e) if !e.resolving => e,
+                _ => return Err(Error::UnknownXid(xid.to_vec())),
+            };
+            let Some(ops) = e.ops.clone() else {
+                return Err(Error::InvalidArgument(
+                    "prepared transaction is owned by a live Txn; resolve it through the Txn"
+                        .into(),
+                ));
+            };
+            e.resolving = true;
+            (e.owner, e.keys.clone(), ops)
+        };
+        let cfs = self.cfs.read().clone();
+        let cfops: CfOps = ops
+            .into_iter()
+            .filter_map(|o| cfs.get(&o.cf).map(|c| (c.clone(), o, 0)))
+            .collect();
+        let kind = if commit {
+            ReqKind::CommitPrepared(xid.to_vec())
+        } else {
+            ReqKind::RollbackPrepared(xid.to_vec())
+        };
+        let r = self.submit(cfops, false, true, kind, owner);
+        match &r {
+            Ok(_) => self.locks.unlock_all(owner, &keys),
+            Err(_) => {
+                if let Some(e) = self.prepared.lock().by_xid.get_mut(xid) {
+                    e.resolving = false;
+                }
+            }
+        }
+        r.map(|_| ())
+    }
+
+    /// Queues a request for the group-commit leader; returns its sequence
+    /// (0 for prepare / rollback records).
+    pub(crate) fn submit(
+        &self,
+        ops: CfOps,
+        check_conflicts: bool,
+        sync: bool,
+        kind: ReqKind,
+        owner: u64,
+    ) -> Result<u64> {
         self.check_writable()?;
         let req = Arc::new(CommitReq {
             ops: Mutex::new(ops),
             check_conflicts,
             sync,
+            kind,
+            owner,
         });
         let mut q = self.queue.lock();
         let ticket = q.next_ticket;
@@ -981,39 +1196,84 @@ impl DbInner {
         let mut framed = Vec::new();
         let mut accepted: Vec<(usize, u64, CfOps)> = Vec::new();
         let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
+        let mut new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)> = Vec::new();
+        let mut resolved: Vec<(Vec<u8>, u64)> = Vec::new();
         let base_seq = w.last_seq;
         let mut next_seq = base_seq;
         for (i, (_, req)) in group.iter().enumerate() {
-            let ops = std::mem::take(&mut *req.ops.lock());
+            let mut ops = std::mem::take(&mut *req.ops.lock());
+            let resolving = matches!(
+                req.kind,
+                ReqKind::CommitPrepared(_) | ReqKind::RollbackPrepared(_)
+            );
+            if resolving {
+                // A prepared txn must be able to commit: ops of a column
+                // family dropped since the prepare are simply skipped.
+                ops.retain(|(cf, _, _)| !cf.dropped.load(Ordering::Acquire));
+            }
             let r = (|| -> Result<()> {
+                let prep = self.prepared.lock();
+                if let ReqKind::Prepare(x) = &req.kind {
+                    if prep.by_xid.contains_key(x) || new_prepared.iter().any(|p| &p.0 == x) {
+                        return Err(Error::InvalidArgument("xid is already prepared".into()));
+                    }
+                }
                 for (cf, op, check_seq) in &ops {
                     if cf.dropped.load(Ordering::Acquire) {
                         return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
                     }
-                    if req.check_conflicts
-                        && (group_keys.contains(&(op.cf, op.key.clone()))
-                            || self.newer_than(cf, &op.key, *check_seq)?)
-                    {
-                        return Err(Error::Conflict);
+                    if req.check_conflicts {
+                        let k = (op.cf, op.key.clone());
+                        if group_keys.contains(&k)
+                            || prep.keys.contains(&k)
+                            || self.newer_than(cf, &op.key, *check_seq)?
+                        {
+                            return Err(Error::Conflict);
+                        }
                     }
                 }
                 Ok(())
             })();
-            match r {
-                Err(e) => results.push(Err(e)),
-                Ok(()) => {
+            if let Err(e) = r {
+                results.push(Err(e));
+                continue;
+            }
+            let plain: Vec<Op> = ops.iter().map(|(_, o, _)| o.clone()).collect();
+            let mut payload = Vec::new();
+            match &req.kind {
+                ReqKind::Commit => {
                     next_seq += 1;
-                    let plain: Vec<Op> = ops.iter().map(|(_, o, _)| o.clone()).collect();
-                    let mut payload = Vec::new();
                     batch::encode_commit(&mut payload, next_seq, &plain);
-                    wal::frame_record(&mut framed, &payload);
                     for (_, o, _) in &ops {
                         group_keys.insert((o.cf, o.key.clone()));
                     }
                     results.push(Ok(next_seq));
                     accepted.push((i, next_seq, ops));
                 }
+                ReqKind::Prepare(x) => {
+                    batch::encode_prepare(&mut payload, x, &plain);
+                    let keys: Vec<(u64, Vec<u8>)> =
+                        ops.iter().map(|(_, o, _)| (o.cf, o.key.clone())).collect();
+                    group_keys.extend(keys.iter().cloned());
+                    new_prepared.push((x.clone(), req.owner, keys));
+                    results.push(Ok(0));
+                    accepted.push((i, 0, Vec::new()));
+                }
+                ReqKind::CommitPrepared(x) => {
+                    next_seq += 1;
+                    batch::encode_commit_prepared(&mut payload, next_seq, x);
+                    resolved.push((x.clone(), next_seq));
+                    results.push(Ok(next_seq));
+                    accepted.push((i, next_seq, ops));
+                }
+                ReqKind::RollbackPrepared(x) => {
+                    batch::encode_rollback_prepared(&mut payload, x);
+                    resolved.push((x.clone(), 0));
+                    results.push(Ok(0));
+                    accepted.push((i, 0, Vec::new()));
+                }
             }
+            wal::frame_record(&mut framed, &payload);
         }
         if accepted.is_empty() {
             return results;
@@ -1045,9 +1305,55 @@ impl DbInner {
                 }
             }
         }
-        w.last_seq = next_seq;
-        w.seg_max_seq = next_seq;
-        self.visible_seq.store(next_seq, Ordering::Release);
+        let cur_seg = w.wal.as_ref().map_or(0, |x| x.number);
+        if !resolved.is_empty() {
+            // A committed prepare's segment must live until the commit's
+            // sequence is flushed: raise its max sequence *before* unpinning.
+            let segs_to_bump: Vec<(u64, u64)> = {
+                let p = self.prepared.lock();
+                resolved
+                    .iter()
+                    .filter_map(|(x, seq)| p.by_xid.get(x).map(|e| (e.segment, *seq)))
+                    .collect()
+            };
+            {
+                let mut segs = self.wal_segments.lock();
+                for (n, seq) in segs_to_bump {
+                    if let Some(s) = segs.iter_mut().find(|s| s.0 == n) {
+                        s.1 = s.1.max(seq);
+                    }
+                }
+            }
+            let mut p = self.prepared.lock();
+            for (x, _) in &resolved {
+                if let Some(e) = p.by_xid.remove(x) {
+                    for k in &e.keys {
+                        p.keys.remove(k);
+                    }
+                }
+            }
+        }
+        if !new_prepared.is_empty() {
+            let mut p = self.prepared.lock();
+            for (x, owner, keys) in new_prepared {
+                p.keys.extend(keys.iter().cloned());
+                p.by_xid.insert(
+                    x,
+                    PreparedEntry {
+                        owner,
+                        segment: cur_seg,
+                        keys,
+                        ops: None,
+                        resolving: false,
+                    },
+                );
+            }
+        }
+        if next_seq > base_seq {
+            w.last_seq = next_seq;
+            w.seg_max_seq = next_seq;
+            self.visible_seq.store(next_seq, Ordering::Release);
+        }
         for cf in touched {
             if cf.current().mem.size() >= self.opts.write_buffer_size {
                 if let Err(e) = self.rotate(&mut w, &cf) {
@@ -1212,8 +1518,23 @@ impl DbInner {
         Ok(true)
     }
 
-    /// Deletes closed WAL segments whose every record is in table files.
+    /// Deletes closed WAL segments whose every record is in table files and
+    /// that hold no unresolved prepare record.
     pub(crate) fn purge_wal(&self) {
+        let w = self.write.lock();
+        self.purge_wal_locked(&w);
+    }
+
+    /// `purge_wal` with the write lock held (so no commit interleaves between
+    /// reading the memtables, the prepared pins and the segment list).
+    pub(crate) fn purge_wal_locked(&self, _w: &WriteState) {
+        let pinned: HashSet<u64> = self
+            .prepared
+            .lock()
+            .by_xid
+            .values()
+            .map(|e| e.segment)
+            .collect();
         let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
         let mut min_unflushed = u64::MAX;
         for cf in &cfs {
@@ -1227,17 +1548,13 @@ impl DbInner {
         let mut segs = self.wal_segments.lock();
         let mut keep = Vec::new();
         for (n, max) in segs.drain(..) {
-            if max < min_unflushed && self.prepared_pins_segment(n).is_none() {
+            if max < min_unflushed && !pinned.contains(&n) {
                 let _ = std::fs::remove_file(wal::segment_path(&self.dir, n));
             } else {
                 keep.push((n, max));
             }
         }
         *segs = keep;
-    }
-
-    fn prepared_pins_segment(&self, _n: u64) -> Option<()> {
-        None
     }
 
     fn flush_all(&self) -> Result<()> {

@@ -40,6 +40,9 @@ pub enum Error {
     TransactionDone,
     /// A lock wait was cancelled through a [`crate::CancelHandle`].
     Cancelled,
+    /// `Db::commit_prepared` / `Db::rollback_prepared` for a xid that is not a
+    /// prepared, unresolved transaction.
+    UnknownXid(Vec<u8>),
     /// A checksum did not match (used inside WAL / table / manifest readers,
     /// usually converted to [`Error::Corruption`] by the public API).
     ChecksumMismatch {
@@ -109,6 +112,7 @@ impl Error {
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::TransactionDone => Error::TransactionDone,
             Error::Cancelled => Error::Cancelled,
+            Error::UnknownXid(x) => Error::UnknownXid(x.clone()),
             Error::ChecksumMismatch {
                 file,
                 offset,
@@ -150,6 +154,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::TransactionDone => write!(f, "transaction already finished"),
             Error::Cancelled => write!(f, "lock wait cancelled"),
+            Error::UnknownXid(x) => write!(f, "unknown or already resolved xid {x:02x?}"),
             Error::ChecksumMismatch {
                 file,
                 offset,

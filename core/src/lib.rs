@@ -31,7 +31,7 @@ mod txn;
 mod vlog;
 mod wal;
 
-pub use db::{Cf, Db};
+pub use db::{Cf, Db, PreparedTxn};
 pub use error::{Error, Result};
 pub use lock::{CancelHandle, LockMode};
 pub use options::{

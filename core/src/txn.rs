@@ -9,7 +9,7 @@
 //! seek. At commit only the newest version of each key is written.
 
 use crate::batch::Op;
-use crate::db::{CfInner, DbInner, SnapGuard};
+use crate::db::{CfInner, DbInner, ReqKind, SnapGuard};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::key::Kind;
@@ -52,6 +52,10 @@ pub struct Txn {
     /// Locks held: (cf, key) -> (mode, visible sequence when acquired).
     locks: std::collections::HashMap<(u64, Vec<u8>), (LockMode, u64)>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// Xid once `prepare` succeeded.
+    prepared: Option<Vec<u8>>,
+    /// Timeout of lock waits the engine makes on the txn's behalf (prepare).
+    lock_timeout: Duration,
 }
 
 impl Txn {
@@ -71,6 +75,8 @@ impl Txn {
             savepoints: Vec::new(),
             next_sp: 1,
             done: false,
+            prepared: None,
+            lock_timeout: Duration::from_secs(50),
         }
     }
 
@@ -105,8 +111,18 @@ impl Txn {
         self.db.get_at(&cf.inner, key, self.snap.seq)
     }
 
+    fn check_not_prepared(&self) -> Result<()> {
+        if self.prepared.is_some() {
+            return Err(Error::InvalidArgument(
+                "transaction is prepared; only commit or rollback are allowed".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn write(&mut self, cf: &Cf, key: &[u8], kind: Kind, value: &[u8]) -> Result<()> {
         self.check(cf)?;
+        self.check_not_prepared()?;
         if key.len() > u32::MAX as usize || value.len() > u32::MAX as usize {
             return Err(Error::InvalidArgument("key or value too large".into()));
         }
@@ -196,6 +212,7 @@ impl Txn {
         if self.done {
             return Err(Error::TransactionDone);
         }
+        self.check_not_prepared()?;
         let pos = self
             .savepoints
             .iter()
@@ -280,6 +297,21 @@ impl Txn {
             return Err(Error::TransactionDone);
         }
         self.done = true;
+        if let Some(xid) = self.prepared.clone() {
+            let ops = self.collect_ops()?;
+            let r = self
+                .db
+                .submit(ops, false, true, ReqKind::CommitPrepared(xid), self.id)
+                .map(|_| ());
+            if r.is_err() {
+                // Still prepared (durably): hand it over to the database so
+                // it can be resolved with Db::commit_prepared later.
+                self.done = false;
+                return r;
+            }
+            self.release_locks();
+            return r;
+        }
         if self.undo.is_empty() {
             return self.db.check_open();
         }
@@ -289,9 +321,82 @@ impl Txn {
         r
     }
 
+    /// Rolls back (for a prepared transaction: writes a "rollback xid" WAL
+    /// record; if that fails the database is poisoned and the transaction is
+    /// listed by `Db::recover_prepared` at the next open).
     pub fn rollback(mut self) {
+        if let Some(xid) = self.prepared.take() {
+            let _ = self.db.submit(
+                Vec::new(),
+                false,
+                true,
+                ReqKind::RollbackPrepared(xid),
+                self.id,
+            );
+        }
         self.done = true;
         self.release_locks();
+    }
+
+    /// Phase one of a two-phase commit (XA PREPARE, binlog group commit).
+    /// Locks every written key exclusively (waiting up to the txn's lock
+    /// timeout, see [`Txn::set_lock_timeout`]), checks write conflicts
+    /// exactly like `commit`, then writes a prepare record with the xid and
+    /// the write set to the WAL (fsynced per the sync mode). The writes stay
+    /// invisible; the keys stay locked, and other transactions committing
+    /// them fail with `Conflict`. Then `commit()` makes it visible (it cannot
+    /// fail with `Conflict`) and `rollback()` discards it. If the process
+    /// stops first, the txn is listed by `Db::recover_prepared` after reopen.
+    /// Dropping a prepared `Txn` detaches it the same way (locks kept).
+    ///
+    /// On error (`Conflict`, `LockTimeout`, xid already in use, ...) the
+    /// transaction stays active and unprepared.
+    pub fn prepare(&mut self, xid: &[u8]) -> Result<()> {
+        if self.done {
+            return Err(Error::TransactionDone);
+        }
+        self.check_not_prepared()?;
+        self.db.check_writable()?;
+        if xid.is_empty() || xid.len() > 1024 {
+            return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
+        }
+        let keys: Vec<(Cf, Vec<u8>)> = {
+            let mut v = Vec::new();
+            for w in self.ws.values() {
+                let cf = Cf {
+                    inner: w.cf.clone(),
+                };
+                let mut last: Option<Vec<u8>> = None;
+                w.mem.for_each(|k, _| {
+                    if last.as_deref() != Some(k.user.as_slice()) {
+                        last = Some(k.user.clone());
+                        v.push((cf.clone(), k.user.clone()));
+                    }
+                    Ok(())
+                })?;
+            }
+            v
+        };
+        let timeout = self.lock_timeout;
+        for (cf, key) in &keys {
+            self.lock(cf, key, LockMode::Exclusive, timeout)?;
+        }
+        let ops = self.collect_ops()?;
+        self.db
+            .submit(ops, true, true, ReqKind::Prepare(xid.to_vec()), self.id)?;
+        self.prepared = Some(xid.to_vec());
+        Ok(())
+    }
+
+    /// The xid if the transaction is prepared.
+    pub fn prepared_xid(&self) -> Option<&[u8]> {
+        self.prepared.as_deref()
+    }
+
+    /// Timeout of lock waits made by the engine itself (at `prepare`).
+    /// Default 50 s.
+    pub fn set_lock_timeout(&mut self, timeout: Duration) {
+        self.lock_timeout = timeout;
     }
 
     fn release_locks(&mut self) {
@@ -369,6 +474,19 @@ impl Txn {
 
 impl Drop for Txn {
     fn drop(&mut self) {
+        if let (false, Some(xid)) = (self.done, self.prepared.take()) {
+            // Prepared and unresolved: detach (keep locks, keep the write set
+            // in the database's registry) so `Db::commit_prepared` /
+            // `rollback_prepared` can resolve it.
+            let ops = self
+                .collect_ops()
+                .map(|v| v.into_iter().map(|(_, o, _)| o).collect::<Vec<_>>());
+            let mut p = self.db.prepared.lock();
+            if let (Some(e), Ok(ops)) = (p.by_xid.get_mut(&xid), ops) {
+                e.ops = Some(ops);
+                return;
+            }
+        }
         self.release_locks();
     }
 }

@@ -1,0 +1,227 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Two-phase commit: `Txn::prepare`, `Db::recover_prepared`,
+//! `Db::commit_prepared`, `Db::rollback_prepared`.
+use std::time::Duration;
+use tidesdb_core::*;
+mod common;
+
+fn opts() -> DbOptions {
+    DbOptions {
+        sync_mode: SyncMode::Full,
+        write_buffer_size: 64 << 10,
+        ..DbOptions::default()
+    }
+}
+
+const SHORT: Duration = Duration::from_millis(100);
+
+fn get(db: &Db, cf: &Cf, k: &[u8]) -> Option<Vec<u8>> {
+    db.begin(Isolation::RepeatableRead).get(cf, k).unwrap()
+}
+
+#[test]
+fn prepare_then_commit() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"a", b"1").unwrap();
+    t.put(&cf, b"b", b"2").unwrap();
+    t.prepare(b"xid-1").unwrap();
+    assert_eq!(t.prepared_xid(), Some(&b"xid-1"[..]));
+    assert!(t.put(&cf, b"c", b"3").is_err(), "no writes after prepare");
+    assert_eq!(get(&db, &cf, b"a"), None, "prepared writes are invisible");
+    // Its own reads still see them.
+    assert_eq!(t.get(&cf, b"a").unwrap().unwrap(), b"1");
+    // A second transaction writing a prepared key blocks on the lock ...
+    let mut t2 = db.begin(Isolation::RepeatableRead);
+    assert!(matches!(
+        t2.lock(&cf, b"a", LockMode::Exclusive, SHORT),
+        Err(Error::LockTimeout)
+    ));
+    // ... and an optimistic writer cannot commit over it.
+    t2.put(&cf, b"b", b"x").unwrap();
+    assert!(matches!(t2.commit(), Err(Error::Conflict)));
+    // The same xid cannot be prepared twice.
+    let mut t3 = db.begin(Isolation::RepeatableRead);
+    t3.put(&cf, b"z", b"z").unwrap();
+    assert!(t3.prepare(b"xid-1").is_err());
+    t3.rollback();
+    assert!(db.recover_prepared().is_empty(), "attached to a live Txn");
+    assert!(matches!(
+        db.commit_prepared(b"xid-1"),
+        Err(Error::InvalidArgument(_))
+    ));
+    t.commit().unwrap();
+    assert_eq!(get(&db, &cf, b"a").unwrap(), b"1");
+    assert_eq!(get(&db, &cf, b"b").unwrap(), b"2");
+    // Lock released.
+    let mut t4 = db.begin(Isolation::RepeatableRead);
+    t4.lock(&cf, b"a", LockMode::Exclusive, SHORT).unwrap();
+    t4.put(&cf, b"a", b"4").unwrap();
+    t4.commit().unwrap();
+    assert!(matches!(
+        db.commit_prepared(b"xid-1"),
+        Err(Error::UnknownXid(_))
+    ));
+}
+
+#[test]
+fn prepare_then_rollback() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"a", b"1").unwrap();
+    t.prepare(b"x").unwrap();
+    t.rollback();
+    assert_eq!(get(&db, &cf, b"a"), None);
+    let mut t2 = db.begin(Isolation::RepeatableRead);
+    t2.lock(&cf, b"a", LockMode::Exclusive, SHORT).unwrap();
+    t2.put(&cf, b"a", b"2").unwrap();
+    t2.commit().unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert!(db.recover_prepared().is_empty());
+    assert_eq!(get(&db, &cf_of(&db), b"a").unwrap(), b"2");
+}
+
+fn cf_of(db: &Db) -> Cf {
+    db.cf("t").unwrap()
+}
+
+/// Prepares `xid` writing k0..k9 and crashes; returns the crashed copy.
+fn prepare_and_crash(xid: &[u8]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"before", b"yes").unwrap();
+    t.commit().unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in 0..10 {
+        t.put(&cf, format!("k{i}").as_bytes(), b"prepared").unwrap();
+    }
+    t.delete(&cf, b"before").unwrap();
+    t.prepare(xid).unwrap();
+    let c = common::crash_copy(d.path());
+    std::mem::forget(t);
+    std::mem::forget(db);
+    c
+}
+
+#[test]
+fn prepare_crash_recover_commit() {
+    let c = prepare_and_crash(b"xa-commit");
+    {
+        let db = Db::open(c.path(), opts()).unwrap();
+        let cf = cf_of(&db);
+        let p = db.recover_prepared();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].xid(), b"xa-commit");
+        assert_eq!(p[0].write_count(), 11);
+        assert_eq!(get(&db, &cf, b"k0"), None);
+        assert_eq!(get(&db, &cf, b"before").unwrap(), b"yes");
+        // keys are locked again
+        let mut t = db.begin(Isolation::RepeatableRead);
+        assert!(matches!(
+            t.lock(&cf, b"k3", LockMode::Exclusive, SHORT),
+            Err(Error::LockTimeout)
+        ));
+        t.put(&cf, b"k4", b"other").unwrap();
+        assert!(matches!(t.commit(), Err(Error::Conflict)));
+        assert!(matches!(
+            db.commit_prepared(b"nope"),
+            Err(Error::UnknownXid(_))
+        ));
+        db.commit_prepared(b"xa-commit").unwrap();
+        assert!(db.recover_prepared().is_empty());
+        assert_eq!(get(&db, &cf, b"k9").unwrap(), b"prepared");
+        assert_eq!(get(&db, &cf, b"before"), None);
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.lock(&cf, b"k3", LockMode::Exclusive, SHORT).unwrap();
+        drop(t);
+        // crash again right after the commit
+        let c2 = common::crash_copy(c.path());
+        std::mem::forget(db);
+        let db = Db::open(c2.path(), opts()).unwrap();
+        assert!(db.recover_prepared().is_empty());
+        assert_eq!(get(&db, &cf_of(&db), b"k9").unwrap(), b"prepared");
+    }
+}
+
+#[test]
+fn prepare_crash_rollback_prepared() {
+    let c = prepare_and_crash(b"xa-rb");
+    let db = Db::open(c.path(), opts()).unwrap();
+    let cf = cf_of(&db);
+    assert_eq!(db.recover_prepared().len(), 1);
+    db.rollback_prepared(b"xa-rb").unwrap();
+    assert!(matches!(
+        db.rollback_prepared(b"xa-rb"),
+        Err(Error::UnknownXid(_))
+    ));
+    assert_eq!(get(&db, &cf, b"k0"), None);
+    assert_eq!(get(&db, &cf, b"before").unwrap(), b"yes");
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.lock(&cf, b"k3", LockMode::Exclusive, SHORT).unwrap();
+    t.put(&cf, b"k3", b"mine").unwrap();
+    t.commit().unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(c.path(), opts()).unwrap();
+    assert!(db.recover_prepared().is_empty());
+    assert_eq!(get(&db, &cf_of(&db), b"k3").unwrap(), b"mine");
+    assert_eq!(get(&db, &cf_of(&db), b"k0"), None);
+}
+
+#[test]
+fn prepared_survives_flushes_compactions_and_reopens() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(d.path(), opts()).unwrap();
+        let cf = db.create_cf("t", CfOptions::default()).unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"p-key", b"p-val").unwrap();
+        t.prepare(b"long").unwrap();
+        drop(t); // detached: stays prepared
+        assert_eq!(db.recover_prepared().len(), 1);
+    }
+    for round in 0..4u32 {
+        let db = Db::open(d.path(), opts()).unwrap();
+        let cf = cf_of(&db);
+        assert_eq!(db.recover_prepared().len(), 1, "round {round}");
+        // Enough writes to rotate memtables and WAL segments many times.
+        for i in 0..300u32 {
+            let mut t = db.begin(Isolation::RepeatableRead);
+            t.put(&cf, format!("r{round}-{i:04}").as_bytes(), &[b'v'; 600])
+                .unwrap();
+            t.commit_with(CommitOptions { sync: false }).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(&cf, None, None).unwrap();
+        assert_eq!(get(&db, &cf, b"p-key"), None);
+        if round % 2 == 0 {
+            db.close().unwrap();
+        } else {
+            // crash
+            db.sync_wal().unwrap();
+            let fresh = common::crash_copy(d.path());
+            std::mem::forget(db);
+            // continue in `fresh` from now on
+            let db = Db::open(fresh.path(), opts()).unwrap();
+            assert_eq!(db.recover_prepared().len(), 1);
+            db.commit_prepared(b"long").unwrap();
+            assert_eq!(get(&db, &cf_of(&db), b"p-key").unwrap(), b"p-val");
+            assert_eq!(get(&db, &cf_of(&db), b"r1-0299").unwrap(), vec![b'v'; 600]);
+            db.close().unwrap();
+            drop(db);
+            let db = Db::open(fresh.path(), opts()).unwrap();
+            assert!(db.recover_prepared().is_empty());
+            assert_eq!(get(&db, &cf_of(&db), b"p-key").unwrap(), b"p-val");
+            return;
+        }
+    }
+    unreachable!("round 1 returns");
+}
