@@ -99,6 +99,7 @@ uint64_t tdb_table_next_rowid(tdb_table *table);
    value stored (tdb_table_autoinc_seed keeps the larger of that and the table's
    AUTO_INCREMENT option). */
 uint64_t tdb_table_autoinc_peek(tdb_table *table);
+/* Returns the counter, 0 on error (tdb_last_error); reserving then fails too. */
 uint64_t tdb_table_autoinc_seed(tdb_table *table, uint64_t next);
 /* Reserves n values spaced by increment starting at the first value >= the counter
    that is offset modulo increment; returns that first value. The counter never

@@ -12,6 +12,7 @@
 //! | key | value |
 //! |---|---|
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
+//! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a commit that does not wait for fsync: it is durable no later than the commit that used the value, which follows it in the WAL) |
 //! | `table/<name>` | [`TableMeta`]: `u8 version = 1`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option) |
 //!
 //! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
@@ -22,13 +23,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use tidesdb_core::{Cf, CfOptions, Db, Isolation, IterOptions};
+use tidesdb_core::{Cf, CfOptions, CommitOptions, Db, Isolation, IterOptions};
 
 use crate::status::{FfiError, FfiResult, Status};
 
 const CATALOG_CF: &str = "__catalog";
 const NEXT_ID_KEY: &[u8] = b"next_table_id";
 const TABLE_PREFIX: &[u8] = b"table/";
+const AUTOINC_PREFIX: &[u8] = b"autoinc/";
+
+fn autoinc_key(table_id: u64) -> Vec<u8> {
+    let mut k = AUTOINC_PREFIX.to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
 const META_VERSION: u8 = 1;
 
 /// What the catalog stores about one table.
@@ -89,8 +97,11 @@ pub struct TableShared {
     /// Next hidden row id for tables without a primary key; 0 = not yet seeded.
     next_rowid: AtomicU64,
     seed_lock: Mutex<()>,
-    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it).
+    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it). The
+    /// counter is persisted in the catalog each time it moves.
     autoinc: Mutex<u64>,
+    db: Db,
+    catalog_cf: Cf,
 }
 
 struct TableState {
@@ -100,7 +111,7 @@ struct TableState {
 }
 
 impl TableShared {
-    fn new(meta: TableMeta, cfs: Vec<Cf>) -> Arc<TableShared> {
+    fn new(meta: TableMeta, cfs: Vec<Cf>, db: Db, catalog_cf: Cf) -> Arc<TableShared> {
         Arc::new(TableShared {
             state: RwLock::new(TableState {
                 meta,
@@ -110,6 +121,8 @@ impl TableShared {
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
             autoinc: Mutex::new(0),
+            db,
+            catalog_cf,
         })
     }
 
@@ -140,35 +153,74 @@ impl TableShared {
         *self.autoinc.lock()
     }
 
-    /// Seeds the counter unless already seeded; `next` is one past the largest value
-    /// stored. Returns the counter.
-    pub fn autoinc_seed(&self, next: u64) -> u64 {
+    /// Seeds the counter unless already seeded: the largest of `next` (one past
+    /// the largest value stored), the persisted counter and the table's
+    /// AUTO_INCREMENT option. Returns the counter.
+    pub fn autoinc_seed(&self, next: u64) -> FfiResult<u64> {
         let mut c = self.autoinc.lock();
         if *c == 0 {
-            *c = next.max(self.state.read().meta.auto_increment).max(1);
+            let (table_id, option) = {
+                let st = self.state.read();
+                (st.meta.table_id, st.meta.auto_increment)
+            };
+            let mut txn = self.db.begin(Isolation::ReadCommitted);
+            let persisted = match txn.get(&self.catalog_cf, &autoinc_key(table_id))? {
+                Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
+                    FfiError::new(Status::Corruption, "damaged AUTO_INCREMENT counter")
+                })?),
+                None => 0,
+            };
+            txn.rollback();
+            *c = next.max(persisted).max(option).max(1);
         }
-        *c
+        Ok(*c)
+    }
+
+    fn persist_autoinc(&self, value: u64) -> FfiResult<()> {
+        let table_id = self.state.read().meta.table_id;
+        let mut txn = self.db.begin(Isolation::ReadCommitted);
+        txn.put(
+            &self.catalog_cf,
+            &autoinc_key(table_id),
+            &value.to_le_bytes(),
+        )?;
+        txn.commit_with(CommitOptions { sync: false })?;
+        Ok(())
     }
 
     /// Reserves `n` values `increment` apart, the first being the smallest value at
     /// or above the counter that is `offset` modulo `increment` (MariaDB's
     /// auto_increment_offset / auto_increment_increment rule). The counter stops at
     /// `max + 1`, one past the column's largest value, as InnoDB's does.
-    pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64, max: u64) -> u64 {
+    pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64, max: u64) -> FfiResult<u64> {
         let mut c = self.autoinc.lock();
-        let first = align_auto_increment((*c).max(1), offset, increment);
+        if *c == 0 {
+            // Seeding failed (its error was reported): never hand out a guess.
+            return Err(FfiError::new(
+                Status::Invalid,
+                "the AUTO_INCREMENT counter is not loaded",
+            ));
+        }
+        let first = align_auto_increment(*c, offset, increment);
         let next = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
-        *c = next.min(max.saturating_add(1)).max(*c);
-        first
+        let next = next.min(max.saturating_add(1)).max(*c);
+        if next != *c {
+            // Under the counter's lock, so these small commits never race.
+            self.persist_autoinc(next)?;
+            *c = next;
+        }
+        Ok(first)
     }
 
     /// Moves the counter past a stored value (values beyond the column's range are
     /// ignored).
-    pub fn autoinc_observe(&self, value: u64, max: u64) {
+    pub fn autoinc_observe(&self, value: u64, max: u64) -> FfiResult<()> {
         let mut c = self.autoinc.lock();
         if *c != 0 && value >= *c && value <= max {
+            self.persist_autoinc(value.saturating_add(1))?;
             *c = value.saturating_add(1);
         }
+        Ok(())
     }
 
     /// A new hidden row id. The first call after open seeds the counter from the
@@ -391,6 +443,7 @@ impl Catalog {
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &table_key(name))?;
+        txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.commit()?;
         self.forget(name);
         Self::drop_cfs(db, &meta)
@@ -431,6 +484,9 @@ impl Catalog {
             shared.next_rowid.store(0, Ordering::Release);
             *shared.autoinc.lock() = 0;
         }
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.delete(&self.cf, &autoinc_key(old.table_id))?;
+        txn.commit()?;
         Self::drop_cfs(db, &old)
     }
 
@@ -467,7 +523,7 @@ impl Catalog {
         let mut open = self.open_tables.lock();
         let shared = open
             .entry(key)
-            .or_insert_with(|| TableShared::new(meta, cfs))
+            .or_insert_with(|| TableShared::new(meta, cfs, db.clone(), self.cf.clone()))
             .clone();
         Ok(shared)
     }

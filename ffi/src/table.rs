@@ -244,12 +244,13 @@ pub unsafe extern "C" fn tdb_table_next_rowid(table: *mut Table) -> u64 {
     })
 }
 
-/// Runs `f` on the shared state of a table handle; `fallback` on a bad handle.
-fn with_table<T>(table: *mut Table, fallback: T, f: impl FnOnce(&Table) -> T) -> T {
+/// Runs `f` on a table handle; `fallback` on a bad handle or an error (whose
+/// message is kept for `tdb_last_error`).
+fn with_table<T>(table: *mut Table, fallback: T, f: impl FnOnce(&Table) -> FfiResult<T>) -> T {
     guard_value(fallback, || {
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
-        Ok(f(table))
+        f(table)
     })
 }
 
@@ -257,14 +258,14 @@ fn with_table<T>(table: *mut Table, fallback: T, f: impl FnOnce(&Table) -> T) ->
 /// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_autoinc_peek(table: *mut Table) -> u64 {
-    with_table(table, 0, |t| t.shared.autoinc_peek())
+    with_table(table, 0, |t| Ok(t.shared.autoinc_peek()))
 }
 
 /// # Safety
 /// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_autoinc_seed(table: *mut Table, next: u64) -> u64 {
-    with_table(table, 1, |t| t.shared.autoinc_seed(next))
+    with_table(table, 0, |t| t.shared.autoinc_seed(next))
 }
 
 /// # Safety
