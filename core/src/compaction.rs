@@ -179,19 +179,56 @@ impl DbInner {
         Ok(true)
     }
 
-    /// Manual full compaction: merges every file of the CF into one sorted run
-    /// at the deepest non-empty level (at least L1).
-    pub(crate) fn compact_cf_fully(&self, cf: &Arc<CfInner>) -> Result<()> {
+    /// Manual compaction of the user-key range `[start, end]` (`None` =
+    /// unbounded): every file overlapping the range, closed under overlap
+    /// (a file overlapping the inputs' key span on any level joins, until
+    /// stable), is merged into one sorted run at the deepest level among the
+    /// inputs (at least L1). Files outside the range are not touched.
+    pub(crate) fn compact_range_files(
+        &self,
+        cf: &Arc<CfInner>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         let _g = cf.compaction_lock.lock();
         let sv = cf.current();
-        let inputs: Vec<Arc<FileHandle>> = sv.levels.all().cloned().collect();
-        if inputs.is_empty() {
+        let overlaps = |f: &FileHandle, lo: Option<&[u8]>, hi: Option<&[u8]>| {
+            lo.map_or(true, |l| f.meta.largest.as_slice() >= l)
+                && hi.map_or(true, |h| f.meta.smallest.as_slice() <= h)
+        };
+        let mut picked: Vec<(usize, Arc<FileHandle>)> = Vec::new();
+        let (mut lo, mut hi) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
+        loop {
+            let before = picked.len();
+            for (lvl, files) in sv.levels.levels.iter().enumerate() {
+                for f in files {
+                    if !picked.iter().any(|(_, p)| p.meta.file_no == f.meta.file_no)
+                        && overlaps(f, lo.as_deref(), hi.as_deref())
+                    {
+                        picked.push((lvl, f.clone()));
+                    }
+                }
+            }
+            if picked.len() == before {
+                break;
+            }
+            let files: Vec<Arc<FileHandle>> = picked.iter().map(|x| x.1.clone()).collect();
+            if let Some((l, h)) = key_range(&files) {
+                lo = Some(match lo {
+                    Some(x) if x <= l => x,
+                    _ => l,
+                });
+                hi = Some(match hi {
+                    Some(x) if x >= h => x,
+                    _ => h,
+                });
+            }
+        }
+        if picked.is_empty() {
             return Ok(());
         }
-        let deepest = (1..NUM_LEVELS)
-            .rev()
-            .find(|l| !sv.levels.levels[*l].is_empty())
-            .unwrap_or(1);
+        let deepest = picked.iter().map(|x| x.0).max().unwrap_or(1).max(1);
+        let inputs: Vec<Arc<FileHandle>> = picked.into_iter().map(|x| x.1).collect();
         self.run_job(
             cf,
             &sv.levels,

@@ -389,7 +389,10 @@ impl Db {
         self.inner().flush_all()
     }
 
-    /// Compacts the key range of `cf` (phase 1: flushes the column family).
+    /// Flushes `cf`, then merges every table file overlapping the user-key
+    /// range `[start, end]` (closed under overlap) into one sorted run at the
+    /// deepest level among them; other files are untouched. `None` bounds are
+    /// open. Blocks until done.
     pub fn compact_range(&self, cf: &Cf, start: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner().compact_range(cf, start, end)
     }
@@ -1658,13 +1661,13 @@ impl DbInner {
     pub(crate) fn compact_range(
         &self,
         cf: &Cf,
-        _start: Option<&[u8]>,
-        _end: Option<&[u8]>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
     ) -> Result<()> {
         self.check_writable()?;
         self.check_cf(cf)?;
         self.flush_cf(&cf.inner)?;
-        self.compact_cf_fully(&cf.inner)
+        self.compact_range_files(&cf.inner, start, end)
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {

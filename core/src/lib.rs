@@ -20,6 +20,8 @@ mod compaction;
 mod db;
 mod error;
 mod fsutil;
+#[cfg(test)]
+mod fuzz_tests;
 mod iter;
 mod key;
 mod lock;

@@ -259,7 +259,7 @@ pub(crate) struct Handle {
     pub len: u64,
 }
 
-fn decode_handle(v: &[u8]) -> Option<Handle> {
+pub(crate) fn decode_handle(v: &[u8]) -> Option<Handle> {
     let mut r = Reader::new(v);
     Some(Handle {
         off: r.varint()?,
@@ -346,7 +346,7 @@ impl Props {
         crate::coding::put_bytes(&mut b, &self.largest);
         b
     }
-    fn decode(b: &[u8]) -> Option<Props> {
+    pub(crate) fn decode(b: &[u8]) -> Option<Props> {
         let mut r = Reader::new(b);
         Some(Props {
             num_entries: r.varint()?,
