@@ -36,8 +36,12 @@ test-rust:
 test-mtr: plugin
 	@bash scripts/mtr.sh
 
+# MariaDB's storage_engine suite on TidesDB against InnoDB's results of the same run.
+test-conformance: plugin
+	@bash scripts/conformance.sh
+
 # Everything CI checks.
-test: lint test-rust test-mtr
+test: lint test-rust test-mtr test-conformance
 
 clean:
 	$(CARGO) clean

@@ -9,8 +9,9 @@
 # plugin/tidesdb/. Usage: scripts/mtr.sh [mtr arguments]; default: our suites.
 #
 # Environment: MTR_VAR (vardir), MTR_PARALLEL, MTR_SUITES, and, for
-# scripts/mtr-vs-innodb.sh, MTR_ROOT (the private mtr root to build) and
-# MTR_TEST_DIR (the folder whose suites are mounted; default mysql-test/).
+# scripts/mtr-vs-innodb.sh and scripts/conformance.sh, MTR_ROOT (the private mtr root
+# to build), MTR_TEST_DIR (the folder whose suites are mounted; default mysql-test/)
+# and MTR_PREPARE_ONLY (build the root, run nothing).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 R=${MTR_ROOT:-$ROOT/target/mtr-root}
@@ -34,6 +35,9 @@ mkdir -p "$R/share/mysql/mysql-test/plugin/tidesdb"
 for suite in "$TEST_DIR"/*/; do
   ln -s "${suite%/}" "$R/share/mysql/mysql-test/plugin/tidesdb/$(basename "$suite")"
 done
+
+# MTR_PREPARE_ONLY=1: stop here (scripts/conformance.sh adjusts the root first).
+if [ -n "${MTR_PREPARE_ONLY:-}" ]; then exit 0; fi
 
 cd "$R/share/mysql/mysql-test"
 args=("$@")

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make test-conformance: MariaDB's generic engine suite (suite/storage_engine and its
+# parts/ and trx/ sub-suites, from Debian's mariadb-test-data) run on TidesDB.
+#
+# The suite's stored results are stale for 10.11, so this first records InnoDB's
+# results for the same tests, in this run, into a scratch copy of the suite inside a
+# private mtr root (never into the installed tree), and then runs our overlay
+# (mysql-test/storage_engine: define_engine.inc, options, .rdiff files for deliberate
+# differences, disabled.def) against them. Prints "N passed, N failed" last.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+R=$ROOT/target/mtr-root-conformance
+OUT=$ROOT/target/conformance
+PARALLEL=${MTR_PARALLEL:-2}
+mkdir -p "$OUT"
+
+MTR_ROOT=$R MTR_PREPARE_ONLY=1 bash "$ROOT/scripts/mtr.sh"
+MT=$R/share/mysql/mysql-test
+BASE=$MT/suite/storage_engine
+INNO=/usr/share/mysql/mysql-test/plugin/innobase/storage_engine
+
+# The scratch base suite is InnoDB's: its define_engine.inc and options, and the
+# tests InnoDB's own overlay disables (no baseline exists for those).
+rm -rf "$BASE"
+cp -r /usr/share/mysql/mysql-test/suite/storage_engine "$BASE"
+cp "$INNO/define_engine.inc" "$BASE/define_engine.inc"
+cp "$INNO/suite.opt" "$BASE/suite.opt"
+for sub in parts trx; do
+  cp "$INNO/$sub/suite.opt" "$BASE/$sub/suite.opt"
+  if [ -f "$INNO/$sub/disabled.def" ]; then cat "$INNO/$sub/disabled.def" >> "$BASE/$sub/disabled.def"; fi
+done
+cat "$INNO/disabled.def" >> "$BASE/disabled.def"
+
+tests=()
+for t in "$BASE"/*.test; do tests+=("storage_engine.$(basename "$t" .test)"); done
+for sub in parts trx; do
+  for t in "$BASE/$sub"/*.test; do tests+=("storage_engine/$sub.$(basename "$t" .test)"); done
+done
+
+cd "$MT"
+mtr() {
+  perl mariadb-test-run.pl --parallel="$PARALLEL" --force --max-test-fail=0 --retry=0 \
+    --testcase-timeout=10 --suite-timeout=60 "$@"
+}
+
+echo "conformance: recording InnoDB's results for ${#tests[@]} tests (log: $OUT/innodb.log)"
+mtr --vardir="$ROOT/target/mtr-var-conf-innodb" --record "${tests[@]}" > "$OUT/innodb.log" 2>&1 || true
+grep -E '^Completed|were successful|Failed' "$OUT/innodb.log" | tail -n 2 || true
+
+echo "conformance: running TidesDB against them (log: $OUT/tidesdb.log)"
+status=0
+mtr --vardir="$ROOT/target/mtr-var-conf-tidesdb" \
+  --suite=storage_engine-tidesdb,storage_engine/parts-tidesdb,storage_engine/trx-tidesdb \
+  > "$OUT/tidesdb.log" 2>&1 || status=$?
+grep -E '\[ (fail|pass|skipped|disabled) \]' "$OUT/tidesdb.log" | sort > "$OUT/summary.txt" || true
+passed=$(grep -c '\[ pass \]' "$OUT/summary.txt" || true)
+failed=$(grep -c '\[ fail \]' "$OUT/summary.txt" || true)
+skipped=$(grep -c -E '\[ (skipped|disabled) \]' "$OUT/summary.txt" || true)
+grep '\[ fail \]' "$OUT/summary.txt" || true
+echo "conformance: $passed passed, $failed failed, $skipped skipped"
+if [ "$failed" -gt 0 ] || [ "$passed" -eq 0 ]; then exit 1; fi
+exit "$status"
