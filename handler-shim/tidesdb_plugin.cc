@@ -143,6 +143,83 @@ static int tidesdb_rollback(handlerton *, THD *thd, bool all) {
   return st ? to_ha_error(st, thd) : 0;
 }
 
+/* ---------------------------------------------------------------- XA / 2PC */
+
+/* An XID as the engine stores it: formatID (8 bytes LE), gtrid and bqual lengths
+   (1 byte each), then gtrid and bqual. */
+static std::string xid_bytes(const XID &xid) {
+  std::string b;
+  ulonglong format = (ulonglong)xid.formatID;
+  for (int i = 0; i < 8; i++) b.push_back((char)((format >> (8 * i)) & 0xFF));
+  b.push_back((char)xid.gtrid_length);
+  b.push_back((char)xid.bqual_length);
+  b.append(xid.data, (size_t)(xid.gtrid_length + xid.bqual_length));
+  return b;
+}
+
+static bool xid_from_bytes(const uint8_t *p, size_t len, XID *xid) {
+  if (len < 10) return false;
+  ulonglong format = 0;
+  for (int i = 0; i < 8; i++) format |= (ulonglong)p[i] << (8 * i);
+  long gtrid = p[8], bqual = p[9];
+  if (gtrid > MAXGTRIDSIZE || bqual > MAXBQUALSIZE || len != (size_t)(10 + gtrid + bqual))
+    return false;
+  xid->set((long)format, (const char *)p + 10, gtrid, (const char *)p + 10 + gtrid, bqual);
+  return true;
+}
+
+/* prepare(all): the end of the transaction (COMMIT with the binlog, XA PREPARE)
+   or, with all=false in autocommit, of the statement that is the transaction. */
+static int tidesdb_prepare(handlerton *, THD *thd, bool all) {
+  tdb_trx *trx = get_trx(thd, false);
+  if (!trx || !tdb_trx_is_active(trx) || !ends_transaction(thd, all)) return 0;
+  XID xid;
+  thd_get_xid(thd, (MYSQL_XID *)&xid);
+  std::string b = xid_bytes(xid);
+  int st = tdb_trx_prepare(trx, (const uint8_t *)b.data(), b.size());
+  if (st) {
+    sql_print_warning("TidesDB: prepare failed: %s", tdb_last_error());
+    return to_ha_error(st, thd);
+  }
+  return 0;
+}
+
+struct Recovered_xids {
+  XID *list;
+  uint len;
+  uint n;
+};
+
+static void collect_xid(void *ctx, const uint8_t *xid, size_t len) {
+  Recovered_xids *r = static_cast<Recovered_xids *>(ctx);
+  if (r->n < r->len && xid_from_bytes(xid, len, &r->list[r->n])) r->n++;
+}
+
+static int tidesdb_recover(handlerton *, XID *xid_list, uint len) {
+  Recovered_xids r = {xid_list, len, 0};
+  tdb_xa_recover(collect_xid, &r);
+  return (int)r.n;
+}
+
+/* X/Open XA return codes (xa.h; the server only tests for non-zero, and relies on
+   XAER_NOTA for an xid the engine does not know). */
+enum { TDB_XA_OK = 0, TDB_XAER_RMERR = -3, TDB_XAER_NOTA = -4 };
+
+static int xa_result(int st) {
+  if (st == TDB_NOT_FOUND) return TDB_XAER_NOTA;
+  return st ? TDB_XAER_RMERR : TDB_XA_OK;
+}
+
+static int tidesdb_commit_by_xid(handlerton *, XID *xid) {
+  std::string b = xid_bytes(*xid);
+  return xa_result(tdb_xa_commit((const uint8_t *)b.data(), b.size()));
+}
+
+static int tidesdb_rollback_by_xid(handlerton *, XID *xid) {
+  std::string b = xid_bytes(*xid);
+  return xa_result(tdb_xa_rollback((const uint8_t *)b.data(), b.size()));
+}
+
 static int tidesdb_savepoint_set(handlerton *, THD *thd, void *sv) {
   tdb_trx *trx = get_trx(thd, true);
   uint64_t id = 0;
@@ -240,6 +317,10 @@ static int tidesdb_init(void *p) {
   h->flags = 0;
   h->commit = tidesdb_commit;
   h->rollback = tidesdb_rollback;
+  h->prepare = tidesdb_prepare;
+  h->recover = tidesdb_recover;
+  h->commit_by_xid = tidesdb_commit_by_xid;
+  h->rollback_by_xid = tidesdb_rollback_by_xid;
   h->savepoint_offset = sizeof(uint64_t);
   h->savepoint_set = tidesdb_savepoint_set;
   h->savepoint_rollback = tidesdb_savepoint_rollback;

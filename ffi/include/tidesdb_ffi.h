@@ -152,6 +152,20 @@ int tdb_trx_stmt_commit(tdb_trx *trx);
 int tdb_trx_stmt_rollback(tdb_trx *trx);
 int tdb_trx_commit(tdb_trx *trx);
 int tdb_trx_rollback(tdb_trx *trx);
+/* Two-phase commit (XA, and the binlog's group commit). Prepare makes the
+   transaction's writes durable but invisible and keeps its locks; tdb_trx_commit /
+   tdb_trx_rollback then resolve it. A prepared transaction whose connection goes
+   away (tdb_trx_free) is detached, not rolled back: it stays prepared, with its
+   locks, until tdb_xa_commit / tdb_xa_rollback, also across restarts. On error the
+   transaction stays active and unprepared. */
+int tdb_trx_prepare(tdb_trx *trx, const uint8_t *xid, size_t xid_len);
+/* Resolves a detached prepared transaction; TDB_NOT_FOUND for an unknown xid. */
+int tdb_xa_commit(const uint8_t *xid, size_t xid_len);
+int tdb_xa_rollback(const uint8_t *xid, size_t xid_len);
+/* Calls found(ctx, xid, len) for every detached prepared transaction (after a
+   restart: those prepared before it); returns how many there are. */
+size_t tdb_xa_recover(void (*found)(void *ctx, const uint8_t *xid, size_t xid_len), void *ctx);
+
 /* How long lock waits of this transaction last (innodb_lock_wait_timeout). */
 int tdb_trx_set_lock_wait_timeout(tdb_trx *trx, uint64_t millis);
 /* Wakes the transaction's current (or next) lock wait with TDB_ABORTED: KILL QUERY.

@@ -67,6 +67,7 @@ impl From<CoreError> for FfiError {
             CoreError::Poisoned => Status::ReadOnly,
             CoreError::Closed => Status::NotOpen,
             CoreError::Cancelled => Status::Aborted,
+            CoreError::UnknownXid(_) => Status::NotFound,
             CoreError::InvalidArgument(_) | CoreError::TransactionDone => Status::Invalid,
             _ => Status::Internal,
         };

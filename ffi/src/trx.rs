@@ -6,7 +6,7 @@
 //! to when it fails. User savepoints (SAVEPOINT / ROLLBACK TO / RELEASE) are engine
 //! savepoints too, named by ids the shim keeps in the server's savepoint area.
 use std::collections::BTreeMap;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,6 +125,10 @@ impl Trx {
         }
     }
 
+    pub fn prepare(&mut self, xid: &[u8]) -> FfiResult<()> {
+        Ok(self.txn()?.prepare(xid)?)
+    }
+
     pub fn savepoint_set(&mut self) -> FfiResult<u64> {
         let sp = self.txn()?.savepoint();
         let id = self.next_user_id;
@@ -175,7 +179,17 @@ pub unsafe extern "C" fn tdb_trx_free(trx: *mut Trx) {
         if !trx.is_null() {
             // SAFETY: made by Box::into_raw in tdb_trx_new and freed once.
             let mut boxed = unsafe { Box::from_raw(trx) };
-            boxed.rollback();
+            // A prepared transaction outlives its connection (XA): dropping it
+            // detaches it in the engine. Anything else is rolled back.
+            if boxed
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.prepared_xid().is_some())
+            {
+                boxed.finish();
+            } else {
+                boxed.rollback();
+            }
         }
         Ok(())
     });
@@ -293,4 +307,56 @@ pub unsafe extern "C" fn tdb_trx_cancel(trx: *const Trx) {
         }
         Ok(())
     });
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle; `xid` must point to `xid_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len: usize) -> c_int {
+    with_trx(trx, |t| {
+        // SAFETY: a valid buffer by contract.
+        let xid = unsafe { raw::bytes(xid, xid_len) }?;
+        t.prepare(xid)
+    })
+}
+
+/// # Safety
+/// `xid` must point to `xid_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_xa_commit(xid: *const u8, xid_len: usize) -> c_int {
+    guard(|| {
+        // SAFETY: a valid buffer by contract.
+        let xid = unsafe { raw::bytes(xid, xid_len) }?;
+        Ok(engine()?.db.commit_prepared(xid)?)
+    })
+}
+
+/// # Safety
+/// `xid` must point to `xid_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_xa_rollback(xid: *const u8, xid_len: usize) -> c_int {
+    guard(|| {
+        // SAFETY: a valid buffer by contract.
+        let xid = unsafe { raw::bytes(xid, xid_len) }?;
+        Ok(engine()?.db.rollback_prepared(xid)?)
+    })
+}
+
+/// The callback `tdb_xa_recover` reports each prepared xid to.
+pub type XidCallback = unsafe extern "C" fn(ctx: *mut c_void, xid: *const u8, xid_len: usize);
+
+/// # Safety
+/// `found` must be a valid function that accepts `ctx`.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_xa_recover(found: Option<XidCallback>, ctx: *mut c_void) -> usize {
+    crate::status::guard_value(0, || {
+        let prepared = engine()?.db.recover_prepared();
+        if let Some(found) = found {
+            for p in &prepared {
+                // SAFETY: the caller's callback, called with a buffer valid for the call.
+                unsafe { found(ctx, p.xid().as_ptr(), p.xid().len()) };
+            }
+        }
+        Ok(prepared.len())
+    })
 }
