@@ -18,7 +18,7 @@ R=${MTR_ROOT:-$ROOT/target/mtr-root}
 TEST_DIR=${MTR_TEST_DIR:-$ROOT/mysql-test}
 MTR_VAR=${MTR_VAR:-$ROOT/target/mtr-var}
 PARALLEL=${MTR_PARALLEL:-2}
-SUITES=${MTR_SUITES:-tidesdb}
+SUITES=${MTR_SUITES:-tidesdb,tidesdb_rpl}
 
 rm -rf "$R"
 mkdir -p "$R/lib/mysql/plugin" "$R/share/mysql"
