@@ -9,7 +9,7 @@
 //! seek. At commit only the newest version of each key is written.
 
 use crate::batch::Op;
-use crate::db::{CfInner, DbInner, ReqKind, SnapGuard};
+use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::key::Kind;
@@ -147,6 +147,22 @@ impl Txn {
 
     /// Iterator over `cf` merging the snapshot with this transaction's writes.
     pub fn iter(&mut self, cf: &Cf, opts: IterOptions) -> Result<TxnIter> {
+        self.make_iter(cf, opts, false)
+    }
+
+    /// Like [`Txn::iter`], but reads the *latest committed* state instead of
+    /// the transaction snapshot (still merged with the transaction's own
+    /// writes): the visible sequence at creation, re-read at every `seek*`
+    /// (InnoDB-style locking reads: UPDATE / DELETE / SELECT ... FOR UPDATE
+    /// see rows committed after the snapshot). What it reads is pinned
+    /// against compaction like a snapshot iterator (it registers the
+    /// sequence it reads at). `next`/`prev` continue at the sequence of the
+    /// last seek.
+    pub fn iter_latest(&mut self, cf: &Cf, opts: IterOptions) -> Result<TxnIter> {
+        self.make_iter(cf, opts, true)
+    }
+
+    fn make_iter(&mut self, cf: &Cf, opts: IterOptions, latest: bool) -> Result<TxnIter> {
         self.check(cf)?;
         let mut sources = Vec::new();
         let ws = self.ws.get(&cf.id()).map(|w| w.mem.clone());
@@ -157,44 +173,40 @@ impl Txn {
                 WS_BASE + self.op.load(Ordering::SeqCst),
             ));
         }
-        let snap = self.snap.seq;
-        let sv = cf.inner.current();
-        sources.push(Source::new(Box::new(MemIter::new(sv.mem.clone())), snap));
-        for m in sv.imms.iter().rev() {
-            sources.push(Source::new(Box::new(MemIter::new(m.clone())), snap));
-        }
-        let in_range = |f: &crate::db::FileHandle| {
-            opts.upper_bound
-                .as_ref()
-                .map_or(true, |u| f.meta.smallest.as_slice() < u.as_slice())
-                && opts
-                    .lower_bound
-                    .as_ref()
-                    .map_or(true, |l| f.meta.largest.as_slice() >= l.as_slice())
+        let ws_sources = sources.len();
+        // Snapshot first, then the super version: everything visible at the
+        // sequence is in it (memtables are filled before the sequence is
+        // published, and a flushed memtable leaves only with its table in).
+        let snap = if latest {
+            self.db.snapshot()
+        } else {
+            self.snap.clone()
         };
-        for (lvl, files) in sv.levels.levels.iter().enumerate() {
-            if lvl == 0 {
-                for f in files {
-                    if f.meta.min_seq <= snap && in_range(f) {
-                        sources.push(Source::new(Box::new(TableIter::new(f.table.clone())), snap));
-                    }
-                }
-            } else {
-                let fs: Vec<_> = files.iter().filter(|f| in_range(f)).cloned().collect();
-                if !fs.is_empty() {
-                    sources.push(Source::new(Box::new(crate::iter::LevelIter::new(fs)), snap));
-                }
-            }
-        }
+        let sv = cf.inner.current();
+        sources.extend(db_sources(
+            &sv,
+            snap.seq,
+            &opts.lower_bound,
+            &opts.upper_bound,
+        ));
         let db = self.db.clone();
         let cfi = cf.inner.clone();
         let resolver: Arc<crate::iter::ValueResolver> =
             Arc::new(move |p: &[u8]| db.resolve_value(&cfi, p));
+        let latest = latest.then(|| LatestState {
+            db: self.db.clone(),
+            cf: cf.inner.clone(),
+            sv,
+            lower: opts.lower_bound.clone(),
+            upper: opts.upper_bound.clone(),
+        });
         Ok(TxnIter {
             merge: MergeIter::new(sources, opts.lower_bound, opts.upper_bound, Some(resolver)),
-            _snap: self.snap.clone(),
+            snap,
             op: self.op.clone(),
             has_ws,
+            ws_sources,
+            latest,
         })
     }
 
@@ -491,14 +503,66 @@ impl Drop for Txn {
     }
 }
 
+/// Sources reading the committed state of a column family at `snap`.
+fn db_sources(
+    sv: &SuperVersion,
+    snap: u64,
+    lower: &Option<Vec<u8>>,
+    upper: &Option<Vec<u8>>,
+) -> Vec<Source> {
+    let mut sources = Vec::new();
+    sources.push(Source::new(Box::new(MemIter::new(sv.mem.clone())), snap));
+    for m in sv.imms.iter().rev() {
+        sources.push(Source::new(Box::new(MemIter::new(m.clone())), snap));
+    }
+    let in_range = |f: &crate::db::FileHandle| {
+        upper
+            .as_ref()
+            .map_or(true, |u| f.meta.smallest.as_slice() < u.as_slice())
+            && lower
+                .as_ref()
+                .map_or(true, |l| f.meta.largest.as_slice() >= l.as_slice())
+    };
+    for (lvl, files) in sv.levels.levels.iter().enumerate() {
+        if lvl == 0 {
+            for f in files {
+                if f.meta.min_seq <= snap && in_range(f) {
+                    sources.push(Source::new(Box::new(TableIter::new(f.table.clone())), snap));
+                }
+            }
+        } else {
+            let fs: Vec<_> = files.iter().filter(|f| in_range(f)).cloned().collect();
+            if !fs.is_empty() {
+                sources.push(Source::new(Box::new(crate::iter::LevelIter::new(fs)), snap));
+            }
+        }
+    }
+    sources
+}
+
+/// What a latest-reading iterator needs to move to a newer sequence.
+struct LatestState {
+    db: Arc<DbInner>,
+    cf: Arc<CfInner>,
+    sv: Arc<SuperVersion>,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
 /// Iterator of a transaction. `'static + Send`; holds its own snapshot and a
 /// reference to the write set (sees the transaction's writes made before its
-/// creation or last seek).
+/// creation or last seek). Made by [`Txn::iter`] (snapshot reads) or
+/// [`Txn::iter_latest`] (latest committed state, re-read at each seek).
 pub struct TxnIter {
     merge: MergeIter,
-    _snap: Arc<SnapGuard>,
+    /// Registered snapshot the committed sources read at (pins versions
+    /// against compaction GC).
+    snap: Arc<SnapGuard>,
     op: Arc<AtomicU64>,
     has_ws: bool,
+    /// Number of leading write-set sources in `merge`.
+    ws_sources: usize,
+    latest: Option<LatestState>,
 }
 
 impl TxnIter {
@@ -509,6 +573,24 @@ impl TxnIter {
                 src.snap = s;
             }
         }
+        if let Some(l) = &mut self.latest {
+            let g = l.db.snapshot();
+            let sv = l.cf.current();
+            if g.seq != self.snap.seq || !Arc::ptr_eq(&sv, &l.sv) {
+                let fresh = db_sources(&sv, g.seq, &l.lower, &l.upper);
+                let srcs = self.merge.sources_mut();
+                srcs.truncate(self.ws_sources);
+                srcs.extend(fresh);
+                l.sv = sv;
+                self.snap = g;
+            }
+        }
+    }
+    /// Sequence the committed part of the iterator reads at (the txn
+    /// snapshot, or for [`Txn::iter_latest`] the latest sequence at the last
+    /// seek).
+    pub fn read_seq(&self) -> u64 {
+        self.snap.seq
     }
     /// Positions at the first key >= `key`.
     pub fn seek(&mut self, key: &[u8]) {
