@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean bench-core bench-core-quick
+.PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean bench-core bench-core-quick
 
 all: plugin
 
@@ -63,3 +63,9 @@ test-random: plugin
 
 test-random-long: plugin
 	python3 scripts/random-diff.py --seeds 1-40 --steps 5000 --restart-every 700 --kill-every 900 --keep-going --shrink $(RANDOM_DIFF_ARGS)
+
+# Many clients running conflicting transactions on TidesDB and InnoDB: transfers
+# (total must hold), racing unique inserts, snapshot readers; prints throughput,
+# deadlocks, timeouts. STRESS_ARGS="--threads 32 --seconds 60" for a longer run.
+stress: plugin
+	python3 scripts/stress.py $(STRESS_ARGS)
