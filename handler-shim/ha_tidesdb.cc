@@ -8,14 +8,22 @@
                               value = row_codec encoding of the record
     engine index i   key i:   non-unique key, or a unique key with a NULL part:
                                 key   = key columns encoding + primary key
-                                value = empty
                               unique key without NULL parts:
                                 key   = key columns encoding
-                                value = primary key
+                              value (both kinds), version 1:
+                                u8  header = 0x10 (version 1 << 4) | bit0 unique
+                                [primary key encoding]     only if unique
+                                covered columns, in order: for each key part that
+                                  is a whole column (not a prefix part, not a
+                                  BLOB/TEXT), then each such primary key column not
+                                  listed yet: u8 1 + Field::pack() image, or u8 0
+                                  if the column is NULL
   Keying a unique entry by its columns alone makes a duplicate the same engine
   key: the uniqueness check is one point read, and two transactions inserting the
   same value write the same key, which the engine's conflict check (or lock)
-  serialises.
+  serialises. The covered columns let an index-only read (keyread) fill every
+  column the server reads from the index without fetching the row; the key
+  encoding itself (collation weights) cannot be decoded.
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
@@ -25,6 +33,9 @@
 using namespace tidesdb;
 
 static const uint HIDDEN_PK_LEN = 8;
+/* Header byte of a secondary index entry's value (see Format). */
+static const uchar ENTRY_FORMAT_V1 = 0x10;
+static const uchar ENTRY_UNIQUE = 0x01;
 
 ha_tidesdb::ha_tidesdb(handlerton *hton, TABLE_SHARE *share) : handler(hton, share) {}
 
@@ -59,15 +70,51 @@ tdb_trx *ha_tidesdb::trx() { return get_trx(ha_thd(), true); }
 /* ---------------------------------------------------------------- capabilities */
 
 ulonglong ha_tidesdb::table_flags() const {
-  return HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+  /* HA_PRIMARY_KEY_IN_READ_INDEX: a keyread of a secondary index restores the
+     primary key's columns too (they are covered columns of every entry). */
+  return HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
          HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER;
 }
 
-ulong ha_tidesdb::index_flags(uint idx, uint, bool) const {
+/* True if an index entry carries the whole value of key part kp (see Format). */
+static bool part_is_covered(const KEY_PART_INFO *kp) {
+  const Field *f = kp->field;
+  return f && !(f->flags & BLOB_FLAG) && !(kp->key_part_flag & HA_PART_KEY_SEG) &&
+         f->key_length() == kp->length;
+}
+
+ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   ulong flags = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE;
-  if (table_share && idx == table_share->primary_key) flags |= HA_CLUSTERED_INDEX;
-  return flags;
+  if (!table_share || idx >= table_share->keys) return flags;
+  if (idx == table_share->primary_key) {
+    /* The row holds every column. */
+    return flags | HA_CLUSTERED_INDEX | HA_KEYREAD_ONLY;
+  }
+  const KEY *key = &table_share->key_info[idx];
+  if (part >= key->user_defined_key_parts) return flags;
+  bool covered = true;
+  for (uint p = all_parts ? 0 : part; p <= part && covered; p++)
+    covered = part_is_covered(&key->key_part[p]);
+  return covered ? flags | HA_KEYREAD_ONLY : flags;
+}
+
+/* The fields an entry of secondary key keynr carries (see Format). */
+static void covered_fields(TABLE *table, uint keynr, bool hidden_pk,
+                           std::vector<Field *> *out) {
+  out->clear();
+  auto add = [&](const KEY *key) {
+    for (uint p = 0; p < key->user_defined_key_parts; p++) {
+      const KEY_PART_INFO *kp = &key->key_part[p];
+      if (!part_is_covered(kp)) continue;
+      Field *f = table->field[kp->fieldnr - 1];
+      bool seen = false;
+      for (Field *g : *out) seen |= g == f;
+      if (!seen) out->push_back(f);
+    }
+  };
+  add(&table->key_info[keynr]);
+  if (!hidden_pk) add(&table->key_info[table->s->primary_key]);
 }
 
 /* ------------------------------------------------------------------------- DDL */
@@ -153,6 +200,9 @@ int ha_tidesdb::open(const char *name, int, uint) {
                                      MYF(MY_WME | MY_ZEROFILL));
   if (!m_scratch_rec) return HA_ERR_OUT_OF_MEM;
   m_entries.resize(n_keys);
+  m_covered.assign(n_keys, std::vector<Field *>());
+  for (uint k = 0; k < n_keys; k++)
+    if (!is_pk(k)) covered_fields(table, k, m_hidden_pk, &m_covered[k]);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return 0;
 }
@@ -250,19 +300,58 @@ void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::strin
       encode_key_from_record(table, key, key->user_defined_key_parts, rec, &out->key);
   /* NULL never equals NULL, so a key with a NULL part never clashes. */
   out->unique = (key->flags & HA_NOSAME) && !any_null;
-  if (out->unique) {
-    out->value = pk;
-  } else {
+  out->value.clear();
+  out->value.push_back((char)(ENTRY_FORMAT_V1 | (out->unique ? ENTRY_UNIQUE : 0)));
+  if (out->unique)
+    out->value.append(pk);
+  else
     out->key.append(pk);
-    out->value.clear();
+  std::vector<Field *> &fields = m_covered[keynr];
+  my_ptrdiff_t diff = rec - table->record[0];
+  for (Field *f : fields) {
+    if (f->is_null_in_record(rec)) {
+      out->value.push_back(0);
+      continue;
+    }
+    out->value.push_back(1);
+    size_t at = out->value.size();
+    out->value.resize(at + f->pack_length() + 8);
+    f->move_field_offset(diff);
+    uchar *end = f->pack((uchar *)&out->value[at], f->ptr, UINT_MAX);
+    f->move_field_offset(-diff);
+    out->value.resize((size_t)(end - (uchar *)&out->value[0]));
   }
+}
+
+bool ha_tidesdb::unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len) {
+  if (value_len < 1 || (value[0] & 0xF0) != ENTRY_FORMAT_V1) return false;
+  const uchar *p = value + 1 + ((value[0] & ENTRY_UNIQUE) ? m_pk_len : 0);
+  const uchar *end = value + value_len;
+  my_ptrdiff_t diff = buf - table->record[0];
+  for (Field *f : m_covered[m_cursor_key]) {
+    if (p >= end) return false;
+    uchar present = *p++;
+    f->move_field_offset(diff);
+    if (!present) {
+      f->set_null();
+      f->move_field_offset(-diff);
+      continue;
+    }
+    f->set_notnull();
+    const uchar *next = f->unpack(f->ptr, p, end, 0);
+    f->move_field_offset(-diff);
+    if (next == NULL || next > end) return false;
+    p = next;
+  }
+  return p == end;
 }
 
 bool ha_tidesdb::pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value,
                              size_t value_len, const uint8_t **pk) const {
-  if (value_len) {
-    if (value_len != m_pk_len) return false;
-    *pk = value;
+  if (value_len < 1 || (value[0] & 0xF0) != ENTRY_FORMAT_V1) return false;
+  if (value[0] & ENTRY_UNIQUE) {
+    if (value_len < 1 + (size_t)m_pk_len) return false;
+    *pk = value + 1;
     return true;
   }
   if (key_len < m_pk_len) return false;
@@ -375,6 +464,13 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
     encode_secondary(k, old_data, old_pk, &old_e);
     encode_secondary(k, new_data, new_pk, &new_e);
     if (old_e == new_e) continue;
+    if (old_e.key == new_e.key && old_e.unique == new_e.unique) {
+      /* Only the covered columns changed (e.g. 'a' -> 'A' under a _ci collation):
+         overwrite the entry. */
+      ops.push_back(put_op(engine_index(k), new_e.key, new_e.value, 0, new_e.unique));
+      op_keys.push_back(k);
+      continue;
+    }
     ops.push_back(delete_op(engine_index(k), old_e.key, old_e.unique));
     op_keys.push_back(k);
     ops.push_back(put_op(engine_index(k), new_e.key, new_e.value,
@@ -571,6 +667,16 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     encode_secondary(m_cursor_key, buf, pk_copy, &now);
     return now.key == entry_key ? 0 : ROW_GONE;
   }
+  if (keyread_enabled() && keyread == m_cursor_key) {
+    /* Index-only read: the entry carries every column the server reads. */
+    if (!unpack_entry_columns(buf, v, vlen)) {
+      m_last_error = "an index entry does not match the table definition";
+      sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
+      return HA_ERR_TIDESDB_CORRUPTION;
+    }
+    m_last_pk.assign((const char *)pk, m_pk_len);
+    return 0;
+  }
   int err = read_row_by_pk(buf, pk, m_pk_len);
   if (err == HA_ERR_KEY_NOT_FOUND) {
     m_last_error = "an index entry points to a missing row";
@@ -592,6 +698,7 @@ int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string 
     if (prefix && (klen < prefix->size() || memcmp(k, prefix->data(), prefix->size())))
       return not_found;
     int err = fetch_entry_row(buf, k, klen, v, vlen);
+    if (!err && m_cursor_index != 0) m_last_entry_key.assign((const char *)k, klen);
     if (err != ROW_GONE) return err;
     st = forward ? tdb_cursor_next(m_cursor) : tdb_cursor_prev(m_cursor);
   }
@@ -607,8 +714,17 @@ int ha_tidesdb::rnd_next(uchar *buf) {
   if (!m_cursor) {
     if (int err = open_cursor(0)) return err;
   }
-  int st = m_rnd_started ? tdb_cursor_next(m_cursor)
-                         : tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
+  if (!m_rnd_started) m_cursor_positioned = false;
+  int st;
+  if (!m_rnd_started)
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
+  else if (!m_cursor_positioned)
+    /* The cursor was closed since the last row (HANDLER ... READ NEXT): continue
+       after that row. */
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_GT_PREFIX, (const uint8_t *)m_last_pk.data(),
+                         m_last_pk.size());
+  else
+    st = tdb_cursor_next(m_cursor);
   m_rnd_started = true;
   return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
 }
@@ -702,8 +818,10 @@ int ha_tidesdb::index_next(uchar *buf) {
     if (!m_cursor) {
       if (int err = open_cursor(engine_index(active_index))) return err;
     }
-    st = tdb_cursor_seek(m_cursor, TDB_SEEK_GT_PREFIX, (const uint8_t *)m_last_pk.data(),
-                         m_last_pk.size());
+    /* Continue from the last entry read: the primary key on the rows index, the
+       whole entry key on a secondary one. */
+    const std::string &from = m_cursor_index == 0 ? m_last_pk : m_last_entry_key;
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_GT_PREFIX, (const uint8_t *)from.data(), from.size());
   } else {
     st = tdb_cursor_next(m_cursor);
   }
@@ -716,8 +834,10 @@ int ha_tidesdb::index_prev(uchar *buf) {
     if (!m_cursor) {
       if (int err = open_cursor(engine_index(active_index))) return err;
     }
-    st = tdb_cursor_seek(m_cursor, TDB_SEEK_LT, (const uint8_t *)m_last_pk.data(),
-                         m_last_pk.size());
+    /* Continue from the last entry read: the primary key on the rows index, the
+       whole entry key on a secondary one. */
+    const std::string &from = m_cursor_index == 0 ? m_last_pk : m_last_entry_key;
+    st = tdb_cursor_seek(m_cursor, TDB_SEEK_LT, (const uint8_t *)from.data(), from.size());
   } else {
     st = tdb_cursor_prev(m_cursor);
   }
@@ -744,14 +864,39 @@ int ha_tidesdb::index_last(uchar *buf) {
 
 /* ------------------------------------------------------- statistics, admin */
 
+/* Up to this estimate, info() counts a table's rows exactly (a short scan). */
+static const uint64_t SMALL_TABLE_ROWS = 1000;
+
+ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
+  tdb_trx *t = tdb_trx_new();
+  tdb_cursor *c = nullptr;
+  ha_rows n = 0;
+  bool ok = false;
+  if (t && !tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) && !tdb_cursor_open(t, m_tbl, 0, &c)) {
+    int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
+    for (; st == TDB_OK && n <= SMALL_TABLE_ROWS * 4; st = tdb_cursor_next(c)) n++;
+    ok = st == TDB_END;
+  }
+  if (c) tdb_cursor_close(c);
+  if (t) tdb_trx_free(t);
+  return ok ? n : (ha_rows)fallback;
+}
+
 int ha_tidesdb::info(uint flag) {
   if (!m_tbl) return 0;
   if (flag & HA_STATUS_VARIABLE) {
     struct tdb_table_stats s;
     if (!tdb_table_stats(m_tbl, &s)) {
-      /* Never 0 unless asked for time/open info: the optimizer treats 0 and 1 as
-         exact (InnoDB does the same). */
-      stats.records = s.approx_rows ? s.approx_rows : 1;
+      /* As InnoDB: 0 only when asked for time/open info (SHOW TABLE STATUS,
+         information_schema); otherwise at least 1, as the optimizer treats 0 and 1
+         as exact. */
+      stats.records = s.approx_rows;
+      /* The engine's estimate counts every version still in the memtables, so on a
+         small table a few UPDATEs inflate it by a large factor and change join
+         orders (a multi-table UPDATE's result depends on its join order). Small
+         tables are counted exactly instead; see SMALL_TABLE_ROWS. */
+      if (s.approx_rows <= SMALL_TABLE_ROWS) stats.records = count_rows_committed(s.approx_rows);
+      if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
       stats.deleted = 0;
       stats.data_file_length = s.data_bytes;
       stats.index_file_length = s.index_bytes;

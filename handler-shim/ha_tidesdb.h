@@ -38,7 +38,9 @@ public:
   ~ha_tidesdb() override;
 
   /* ---- capabilities ---- */
-  const char *index_type(uint) override { return "LSM"; }
+  /* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
+     InnoDB and MyRocks, so tools that look for ordered indexes find them. */
+  const char *index_type(uint) override { return "BTREE"; }
   ulonglong table_flags() const override;
   ulong index_flags(uint idx, uint part, bool all_parts) const override;
   uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
@@ -123,6 +125,9 @@ private:
   /* The primary key an index entry points at, or false if the entry is damaged. */
   bool pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len,
                    const uint8_t **pk) const;
+  /* Fills the covered columns (see Format) of the entry value into buf, for a
+     keyread of m_cursor_key; false if the value is damaged. */
+  bool unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len);
   int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
 
   int open_cursor(uint engine_idx);
@@ -137,6 +142,8 @@ private:
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
   int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
   int unpack_row(uchar *buf, const uint8_t *value, size_t len);
+  /* The number of committed rows, counted by a scan (fallback if it fails). */
+  ha_rows count_rows_committed(uint64_t fallback);
   void observe_auto_increment(const uchar *rec);
   ulonglong ensure_auto_increment_seeded();
 
@@ -162,6 +169,12 @@ private:
   std::string m_row_buf;
   std::string m_value[2]; /* bytes behind the BLOB pointers of record[0] / record[1] */
   std::vector<Index_entry> m_entries;
+  /* Per MariaDB key: the columns its entries carry (empty for the primary key). */
+  std::vector<std::vector<Field *>> m_covered;
+  /* Engine key of the last secondary index entry read: index_next / index_prev /
+     rnd_next continue from it (or from m_last_pk) when the cursor was closed in
+     between (HANDLER ... READ NEXT runs each read as its own statement). */
+  std::string m_last_entry_key;
   std::string m_last_error;
   uint m_dup_key = 0;
   /* AUTO_INCREMENT values the statement still needs (InnoDB's n_autoinc_rows). */
