@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean bench-core bench-core-quick
+.PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -69,3 +69,16 @@ test-random-long: plugin
 # deadlocks, timeouts. STRESS_ARGS="--threads 32 --seconds 60" for a longer run.
 stress: plugin
 	python3 scripts/stress.py $(STRESS_ARGS)
+
+# TidesDB vs InnoDB vs MyRocks on a server of its own (target/bench/<profile>/var,
+# port 3420): large values, concurrent inserts, sysbench, spatial/full-text, on-disk
+# size. Writes target/bench/<profile>/results.{json,csv} + charts and regenerates
+# docs/BENCHMARKS.md + docs/bench/. BENCH_ARGS=--direct-io for O_DIRECT reads
+# (InnoDB, MyRocks). matplotlib comes from Debian's python3-matplotlib.
+BENCH_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+BENCH_ARGS ?=
+bench-quick: plugin
+	$(BENCH_PYTHON) scripts/bench.py --profile quick --docs $(BENCH_ARGS)
+
+bench: plugin
+	$(BENCH_PYTHON) scripts/bench.py --profile full --docs $(BENCH_ARGS)

@@ -2,7 +2,9 @@
 # `make server` / `make server-stop`: a MariaDB server of our own under var/, with
 # ha_tidesdb.so loaded next to Debian's plugins and TidesDB as the default engine.
 #   scripts/server.sh start | stop | status
-# Settings (environment): TIDESDB_PORT (default 3399), TIDESDB_VAR (default var/).
+# Settings (environment): TIDESDB_PORT (default 3399), TIDESDB_VAR (default var/);
+# optional: TIDESDB_EXTRA_CNF (lines appended to the [mysqld] section of my.cnf),
+# TIDESDB_PLUGIN (the ha_tidesdb.so to load, default target/plugin/ha_tidesdb.so).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VAR=${TIDESDB_VAR:-$ROOT/var}
@@ -13,6 +15,8 @@ PIDFILE=$VAR/run/mysqld.pid
 CNF=$VAR/my.cnf
 PLUGIN_DIR=$VAR/plugin
 LOG=$VAR/log/error.log
+PLUGIN_SO=${TIDESDB_PLUGIN:-$ROOT/target/plugin/ha_tidesdb.so}
+EXTRA_CNF=${TIDESDB_EXTRA_CNF:-}
 
 # Alive and not a zombie (a killed server whose parent has not reaped it yet).
 running() {
@@ -25,7 +29,7 @@ write_config() {
   mkdir -p "$VAR/run" "$VAR/log" "$PLUGIN_DIR"
   # --plugin-dir takes one folder: give it Debian's plugins and ours side by side.
   for p in /usr/lib/mysql/plugin/*; do ln -sfn "$p" "$PLUGIN_DIR/$(basename "$p")"; done
-  ln -sfn "$ROOT/target/plugin/ha_tidesdb.so" "$PLUGIN_DIR/ha_tidesdb.so"
+  ln -sfn "$PLUGIN_SO" "$PLUGIN_DIR/ha_tidesdb.so"
   cat > "$CNF" <<CNF
 # Written by scripts/server.sh. The lines a server needs for TidesDB are marked (*).
 [client]
@@ -46,11 +50,14 @@ default-storage-engine = TidesDB
 default-tmp-storage-engine = MyISAM
 CNF
   if [ "$(id -u)" = 0 ]; then echo "user = root" >> "$CNF"; fi
+  if [ -n "$EXTRA_CNF" ]; then
+    printf '# From TIDESDB_EXTRA_CNF:\n%s\n' "$EXTRA_CNF" >> "$CNF"
+  fi
 }
 
 start() {
   if running; then echo "server: already running (pid $(cat "$PIDFILE")); connect with: mariadb --defaults-file=$CNF"; return 0; fi
-  [ -f "$ROOT/target/plugin/ha_tidesdb.so" ] || { echo "server: build the plugin first (make plugin)" >&2; exit 1; }
+  [ -f "$PLUGIN_SO" ] || { echo "server: build the plugin first (make plugin)" >&2; exit 1; }
   write_config
   if [ ! -d "$DATA/mysql" ]; then
     # System tables are InnoDB/Aria: bootstrap without our plugin.
