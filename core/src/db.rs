@@ -280,7 +280,12 @@ pub(crate) struct DbInner {
     /// Number of fsyncs issued by commit groups (tests, statistics).
     pub wal_syncs: AtomicU64,
     pub prepared: Mutex<PreparedState>,
+    /// Default spill threshold of new transactions' write sets (bytes).
+    pub spill_threshold: std::sync::atomic::AtomicUsize,
 }
+
+/// Default write-set spill threshold (accounted in-memory bytes per txn).
+pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -478,6 +483,18 @@ impl Db {
         self.inner().wal_syncs.load(Ordering::Relaxed)
     }
 
+    /// Sets the write-set spill threshold of transactions begun from now on
+    /// (accounted in-memory bytes of a txn's write set, see
+    /// [`crate::Txn::write_set_bytes`]; default 32 MiB). A write set growing
+    /// past it is written to sorted run files; such a transaction commits by
+    /// adding table files in one manifest edit (no WAL record) and cannot
+    /// be prepared (2PC).
+    pub fn set_spill_threshold(&self, bytes: usize) {
+        self.inner()
+            .spill_threshold
+            .store(bytes.max(1), Ordering::Relaxed);
+    }
+
     /// Directory of the database.
     pub fn path(&self) -> &Path {
         &self.inner().dir
@@ -513,6 +530,7 @@ impl DbInner {
                 wal::parse_segment_name(n)
                     .or_else(|| sst::parse_table_name(n))
                     .or_else(|| crate::vlog::parse_vlog_name(n))
+                    .or_else(|| crate::spill::parse_spill_name(n))
                     .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
             })
             .max()
@@ -644,7 +662,9 @@ impl DbInner {
         for n in &names {
             let remove = if let Some(no) = sst::parse_table_name(n) {
                 !live.contains(&no)
-            } else if wal::parse_segment_name(n).is_some() {
+            } else if wal::parse_segment_name(n).is_some()
+                || crate::spill::parse_spill_name(n).is_some()
+            {
                 true
             } else if let Some(m) = n.strip_prefix("MANIFEST-") {
                 m.parse::<u64>().ok() != Some(mnum)
@@ -698,6 +718,7 @@ impl DbInner {
             next_txn_id: AtomicU64::new(1),
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
+            spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
         });
         // Recovered prepared transactions: registered, keys locked.
         {
@@ -1061,6 +1082,163 @@ impl DbInner {
     /// the first queued request leads, writing and syncing everyone's records.
     pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool, sync: bool) -> Result<u64> {
         self.submit(ops, check_conflicts, sync, ReqKind::Commit, 0)
+    }
+
+    /// Commits a spilled write set (`parts`: per column family, a merge of
+    /// the write set yielding the newest own version of each key, tombstones
+    /// included; `check(cf, key)` is the conflict-check sequence of a key).
+    ///
+    /// Under the flush lock and the commit write lock (so no other commit,
+    /// flush or WAL purge interleaves): conflict check of every key, rotate
+    /// and flush the touched column families' memtables (so no memtable
+    /// holds an older version of a key that will live in an L0 table, and
+    /// `FlushedSeq` can move to the commit sequence), write the stream as L0
+    /// tables carrying the new sequence, and install them with one manifest
+    /// edit (`AddFile`* + `FlushedSeq` + `LastSeq`): the atomic commit point.
+    /// A crash before it leaves orphan tables (deleted at open); after it the
+    /// whole transaction is in tables. No WAL record is written. Commits
+    /// stall while the tables are written.
+    pub(crate) fn commit_spilled(
+        &self,
+        mut parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)>,
+        check: &dyn Fn(u64, &[u8]) -> u64,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        let _fl = self.flush_lock.lock();
+        let mut w = self.write.lock();
+        self.check_writable()?;
+        // 1. Conflicts (first committer wins; prepared keys).
+        {
+            let prep = self.prepared.lock();
+            for (cf, it) in parts.iter_mut() {
+                if cf.dropped.load(Ordering::Acquire) {
+                    return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+                }
+                it.seek_to_first();
+                while it.valid() {
+                    let k = it.key();
+                    if (!prep.keys.is_empty() && prep.keys.contains(&(cf.id, k.to_vec())))
+                        || self.newer_than(cf, k, check(cf.id, k))?
+                    {
+                        return Err(Error::Conflict);
+                    }
+                    it.next();
+                }
+                it.status()?;
+            }
+        }
+        // 2. Empty the touched column families' memtables.
+        for (cf, _) in &parts {
+            self.rotate(&mut w, cf)?;
+            while self.flush_one(cf)? {}
+            if !cf.current().imms.is_empty() {
+                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+            }
+        }
+        // 3. Write the tables.
+        let seq = w.last_seq + 1;
+        let mut built: Vec<(u64, FileMeta, Arc<Table>)> = Vec::new();
+        let r = (|| -> Result<()> {
+            for (cf, it) in parts.iter_mut() {
+                let target = (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20);
+                let mut b: Option<TableBuilder> = None;
+                let mut no = 0;
+                it.seek_to_first();
+                while it.valid() {
+                    if b.is_none() {
+                        no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                        b = Some(TableBuilder::create(
+                            sst::table_path(&self.dir, no),
+                            cf.opts.block_size,
+                            cf.opts.compression,
+                            cf.opts.bloom_bits_per_key,
+                        )?);
+                    }
+                    if let Some(tb) = b.as_mut() {
+                        tb.add(it.key(), seq, it.kind(), it.value())?;
+                        if tb.estimated_size() >= target {
+                            if let Some(tb) = b.take() {
+                                let (fm, t) = finish_table(tb, no, &self.cache)?;
+                                built.push((cf.id, fm, t));
+                            }
+                        }
+                    }
+                    it.next();
+                }
+                it.status()?;
+                if let Some(tb) = b.take() {
+                    let (fm, t) = finish_table(tb, no, &self.cache)?;
+                    built.push((cf.id, fm, t));
+                }
+            }
+            Ok(())
+        })();
+        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)]| {
+            for (_, fm, _) in built {
+                let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
+            }
+        };
+        if let Err(e) = r {
+            cleanup(&built);
+            return Err(e);
+        }
+        // 4. The commit point: one manifest edit.
+        {
+            let mut m = self.manifest.lock();
+            let (mw, st) = &mut *m;
+            if let Some((cf, _)) = parts
+                .iter()
+                .find(|(c, _)| c.dropped.load(Ordering::Acquire))
+            {
+                cleanup(&built);
+                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+            }
+            let mut ops = Vec::new();
+            for (cf, fm, _) in &built {
+                ops.push(EditOp::AddFile {
+                    cf: *cf,
+                    level: 0,
+                    meta: fm.clone(),
+                });
+            }
+            for (cf, _) in &parts {
+                ops.push(EditOp::FlushedSeq(cf.id, seq));
+            }
+            ops.push(EditOp::LastSeq(seq));
+            ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+            if let Err(e) = self.apply_manifest(mw, st, &ops) {
+                cleanup(&built);
+                return Err(e);
+            }
+            // 5. Install and publish.
+            for (cf, _) in &parts {
+                let mut g = cf.sv.write();
+                let mut levels = (*g.levels).clone();
+                for (id, fm, t) in &built {
+                    if *id == cf.id {
+                        levels.levels[0].push(Arc::new(FileHandle {
+                            meta: fm.clone(),
+                            table: t.clone(),
+                        }));
+                    }
+                }
+                levels.normalize();
+                *g = Arc::new(SuperVersion {
+                    mem: g.mem.clone(),
+                    imms: g.imms.clone(),
+                    levels: Arc::new(levels),
+                });
+            }
+        }
+        w.last_seq = seq;
+        w.seg_max_seq = seq;
+        self.visible_seq.store(seq, Ordering::Release);
+        drop(w);
+        drop(_fl);
+        self.bg_notify();
+        self.stall_cv.notify_all();
+        self.purge_wal();
+        Ok(seq)
     }
 
     /// Resolves a detached / recovered prepared transaction.

@@ -150,6 +150,9 @@ pub(crate) struct MergeIter {
     valid: bool,
     err: Option<crate::Error>,
     resolver: Option<std::sync::Arc<ValueResolver>>,
+    /// Also stop at tombstones (commit of a spilled write set).
+    keep_deletes: bool,
+    kind: Kind,
 }
 
 impl MergeIter {
@@ -169,7 +172,20 @@ impl MergeIter {
             valid: false,
             err: None,
             resolver,
+            keep_deletes: false,
+            kind: Kind::Put,
         }
+    }
+
+    /// Makes the iterator stop at tombstones too (see [`MergeIter::kind`]).
+    pub(crate) fn keep_deletes(mut self) -> MergeIter {
+        self.keep_deletes = true;
+        self
+    }
+
+    /// Kind of the current entry (`Delete` only with `keep_deletes`).
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
     }
 
     pub(crate) fn sources_mut(&mut self) -> &mut Vec<Source> {
@@ -194,7 +210,8 @@ impl MergeIter {
     fn set_current(&mut self, r: &Resolved) -> bool {
         self.key.clear();
         self.key.extend_from_slice(&r.user);
-        if r.kind == Kind::ValuePtr {
+        self.kind = r.kind;
+        if r.kind == Kind::ValuePtr && !self.keep_deletes {
             let res = match &self.resolver {
                 Some(f) => f(&r.value),
                 None => Err(crate::Error::corruption(
@@ -251,7 +268,7 @@ impl MergeIter {
                 }
             }
             match win {
-                Some(w) if w.kind != Kind::Delete => {
+                Some(w) if w.kind != Kind::Delete || self.keep_deletes => {
                     self.set_current(&w);
                     return;
                 }
@@ -298,7 +315,7 @@ impl MergeIter {
                 }
             }
             match win {
-                Some(w) if w.kind != Kind::Delete => {
+                Some(w) if w.kind != Kind::Delete || self.keep_deletes => {
                     self.set_current(&w);
                     return;
                 }

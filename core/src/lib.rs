@@ -28,6 +28,7 @@ mod lock;
 mod manifest;
 mod memtable;
 mod options;
+mod spill;
 mod sst;
 mod txn;
 mod vlog;

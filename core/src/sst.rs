@@ -508,7 +508,16 @@ impl TableBuilder {
 
     /// Writes filter, index, props and footer, then fsyncs. Returns the file size
     /// and properties.
-    pub(crate) fn finish(mut self) -> Result<(u64, Props)> {
+    pub(crate) fn finish(self) -> Result<(u64, Props)> {
+        self.finish_inner(true)
+    }
+
+    /// `finish` without the fsync (private, non-durable files: spill runs).
+    pub(crate) fn finish_unsynced(self) -> Result<(u64, Props)> {
+        self.finish_inner(false)
+    }
+
+    fn finish_inner(mut self, sync: bool) -> Result<(u64, Props)> {
         self.flush_block()?;
         if self.props.num_entries == 0 {
             self.props.min_seq = 0;
@@ -537,8 +546,10 @@ impl TableBuilder {
                 e.into_error(),
             )
         })?;
-        f.sync_all()
-            .map_err(|e| Error::io(format!("fsync table {}", self.path.display()), e))?;
+        if sync {
+            f.sync_all()
+                .map_err(|e| Error::io(format!("fsync table {}", self.path.display()), e))?;
+        }
         Ok((self.offset, self.props))
     }
 }

@@ -7,6 +7,10 @@
 //! savepoint removes the entries with `op` above it, and an iterator sees the
 //! own writes whose `op` is at most the counter value at its creation / last
 //! seek. At commit only the newest version of each key is written.
+//!
+//! Past the spill threshold the write set is spilled to sorted run files
+//! (`spill.rs`) and committed by installing table files (see
+//! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::batch::Op;
 use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
@@ -16,8 +20,10 @@ use crate::key::Kind;
 use crate::lock::{CancelHandle, LockMode};
 use crate::memtable::{MemIter, Memtable};
 use crate::options::{CommitOptions, Isolation, IterOptions};
+use crate::spill::{Run, RunIter};
 use crate::sst::TableIter;
 use crate::Cf;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,9 +37,55 @@ pub struct Savepoint {
     id: u64,
 }
 
+/// The write set of one column family: the in-memory skiplist (newest ops)
+/// plus spilled runs (older ops, oldest first). Shared with iterators, which
+/// rebuild their write-set sources when `gen` changes (spill, dropped run).
+pub(crate) struct WsView {
+    pub mem: Arc<Memtable>,
+    pub runs: Vec<Arc<Run>>,
+    pub gen: u64,
+}
+
 pub(crate) struct WsCf {
     pub cf: Arc<CfInner>,
-    pub mem: Arc<Memtable>,
+    pub view: Arc<Mutex<WsView>>,
+}
+
+impl WsCf {
+    /// Newest own version of `key` (any op), in memory or in a run.
+    fn get(&self, key: &[u8]) -> Result<Option<(Kind, Vec<u8>)>> {
+        let v = self.view.lock();
+        if let Some((_, m)) = v.mem.get(key, u64::MAX) {
+            return Ok(Some((m.kind, m.value.to_vec())));
+        }
+        for r in v.runs.iter().rev() {
+            if let Some((_, k, val)) = r.table.get(key, r.limit())? {
+                return Ok(Some((k, val)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Write-set sources of `view` for a merge (memory first, then the runs).
+fn ws_sources(view: &WsView, op: u64) -> Vec<Source> {
+    let mut v = Vec::with_capacity(1 + view.runs.len());
+    v.push(Source::new(
+        Box::new(MemIter::new(view.mem.clone())),
+        WS_BASE + op,
+    ));
+    for r in &view.runs {
+        v.push(Source::new(
+            Box::new(RunIter::new(r.clone(), WS_BASE)),
+            WS_BASE + op.min(r.limit()),
+        ));
+    }
+    v
+}
+
+/// Accounted bytes of one buffered write (skiplist entry + undo entry).
+fn write_charge(key: &[u8], value: &[u8]) -> usize {
+    key.len() + value.len() + 64 + key.len() + 48
 }
 
 /// A transaction. `Send`, not `Sync`; owns everything it needs. Dropping it
@@ -43,9 +95,22 @@ pub struct Txn {
     iso: Isolation,
     snap: Arc<SnapGuard>,
     pub(crate) ws: BTreeMap<u64, WsCf>,
+    /// Undo log of the in-memory part of the write set (spilled writes are
+    /// undone by run limits).
     undo: Vec<(u64, Vec<u8>, u64)>,
     op: Arc<AtomicU64>,
-    savepoints: Vec<(u64, usize)>,
+    /// (savepoint id, op counter when it was made).
+    savepoints: Vec<(u64, u64)>,
+    /// Accounted bytes of the in-memory write set (skiplists + undo log).
+    ws_bytes: usize,
+    /// Highest `ws_bytes` seen (statistics, tests).
+    ws_bytes_peak: usize,
+    /// Buffered writes not rolled back.
+    live_writes: u64,
+    /// Some write set was spilled to runs.
+    spilled: bool,
+    /// Spill when `ws_bytes` exceeds this.
+    spill_threshold: usize,
     next_sp: u64,
     done: bool,
     pub(crate) id: u64,
@@ -62,6 +127,7 @@ impl Txn {
     pub(crate) fn new(db: Arc<DbInner>, iso: Isolation) -> Txn {
         let snap = db.snapshot();
         let id = db.next_txn_id.fetch_add(1, Ordering::Relaxed);
+        let spill_threshold = db.spill_threshold.load(Ordering::Relaxed);
         Txn {
             id,
             locks: std::collections::HashMap::new(),
@@ -73,6 +139,11 @@ impl Txn {
             undo: Vec::new(),
             op: Arc::new(AtomicU64::new(0)),
             savepoints: Vec::new(),
+            ws_bytes: 0,
+            ws_bytes_peak: 0,
+            live_writes: 0,
+            spilled: false,
+            spill_threshold,
             next_sp: 1,
             done: false,
             prepared: None,
@@ -101,11 +172,8 @@ impl Txn {
     pub fn get(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
-            if let Some((_, v)) = w.mem.get(key, u64::MAX) {
-                return Ok(match v.kind {
-                    Kind::Delete => None,
-                    _ => Some(v.value.to_vec()),
-                });
+            if let Some((k, v)) = w.get(key)? {
+                return Ok((k != Kind::Delete).then_some(v));
             }
         }
         self.db.get_at(&cf.inner, key, self.snap.seq)
@@ -130,11 +198,66 @@ impl Txn {
         let seq = WS_BASE + op;
         let w = self.ws.entry(cf.id()).or_insert_with(|| WsCf {
             cf: cf.inner.clone(),
-            mem: Arc::new(Memtable::new()),
+            view: Arc::new(Mutex::new(WsView {
+                mem: Arc::new(Memtable::new()),
+                runs: Vec::new(),
+                gen: 0,
+            })),
         });
-        w.mem.insert(key, seq, kind, value);
+        w.view.lock().mem.insert(key, seq, kind, value);
         self.undo.push((cf.id(), key.to_vec(), seq));
+        self.live_writes += 1;
+        self.ws_bytes += write_charge(key, value);
+        self.ws_bytes_peak = self.ws_bytes_peak.max(self.ws_bytes);
+        if self.ws_bytes > self.spill_threshold {
+            self.spill()?;
+        }
         Ok(())
+    }
+
+    /// Writes the in-memory write set of every column family to a sorted
+    /// run file (see `spill.rs`) and empties it.
+    fn spill(&mut self) -> Result<()> {
+        for w in self.ws.values() {
+            let mut v = w.view.lock();
+            if v.mem.is_empty() {
+                continue;
+            }
+            let no = self.db.next_file.fetch_add(1, Ordering::SeqCst);
+            let run = Run::write(&self.db.dir, no, &v.mem, WS_BASE, &self.db.cache)?;
+            v.runs.push(Arc::new(run));
+            v.mem = Arc::new(Memtable::new());
+            v.gen += 1;
+        }
+        self.undo = Vec::new();
+        self.ws_bytes = 0;
+        self.spilled = true;
+        Ok(())
+    }
+
+    /// Accounted bytes of the transaction's in-memory write set (skiplists
+    /// and undo log). Bounded by the spill threshold (see
+    /// [`crate::Db::set_spill_threshold`]) plus one write: beyond it the
+    /// write set is spilled to sorted run files.
+    pub fn write_set_bytes(&self) -> usize {
+        self.ws_bytes
+    }
+
+    /// Highest [`Txn::write_set_bytes`] so far.
+    pub fn write_set_bytes_peak(&self) -> usize {
+        self.ws_bytes_peak
+    }
+
+    /// True once part of the write set was spilled to disk (such a
+    /// transaction cannot be prepared).
+    pub fn is_spilled(&self) -> bool {
+        self.spilled
+    }
+
+    /// Overrides the spill threshold of this transaction (bytes; default
+    /// from [`crate::Db::set_spill_threshold`]).
+    pub fn set_spill_threshold(&mut self, bytes: usize) {
+        self.spill_threshold = bytes.max(1);
     }
 
     pub fn put(&mut self, cf: &Cf, key: &[u8], value: &[u8]) -> Result<()> {
@@ -165,13 +288,14 @@ impl Txn {
     fn make_iter(&mut self, cf: &Cf, opts: IterOptions, latest: bool) -> Result<TxnIter> {
         self.check(cf)?;
         let mut sources = Vec::new();
-        let ws = self.ws.get(&cf.id()).map(|w| w.mem.clone());
-        let has_ws = ws.is_some();
-        if let Some(m) = ws {
-            sources.push(Source::new(
-                Box::new(MemIter::new(m)),
-                WS_BASE + self.op.load(Ordering::SeqCst),
-            ));
+        let ws = self.ws.get(&cf.id()).map(|w| w.view.clone());
+        let mut ws_runs = Vec::new();
+        let mut ws_gen = 0;
+        if let Some(view) = &ws {
+            let v = view.lock();
+            sources = ws_sources(&v, self.op.load(Ordering::SeqCst));
+            ws_runs = v.runs.clone();
+            ws_gen = v.gen;
         }
         let ws_sources = sources.len();
         // Snapshot first, then the super version: everything visible at the
@@ -204,7 +328,9 @@ impl Txn {
             merge: MergeIter::new(sources, opts.lower_bound, opts.upper_bound, Some(resolver)),
             snap,
             op: self.op.clone(),
-            has_ws,
+            ws,
+            ws_runs,
+            ws_gen,
             ws_sources,
             latest,
         })
@@ -214,7 +340,7 @@ impl Txn {
     pub fn savepoint(&mut self) -> Savepoint {
         let id = self.next_sp;
         self.next_sp += 1;
-        self.savepoints.push((id, self.undo.len()));
+        self.savepoints.push((id, self.op.load(Ordering::SeqCst)));
         Savepoint { id }
     }
 
@@ -230,13 +356,55 @@ impl Txn {
             .iter()
             .position(|s| s.0 == sp.id)
             .ok_or_else(|| Error::InvalidArgument("unknown savepoint".into()))?;
-        let len = self.savepoints[pos].1;
+        let sp_op = self.savepoints[pos].1;
         self.savepoints.truncate(pos + 1);
-        while self.undo.len() > len {
+        // In memory: the undo log is in op order.
+        while self.undo.last().is_some_and(|u| u.2 > WS_BASE + sp_op) {
             if let Some((cf, key, seq)) = self.undo.pop() {
                 if let Some(w) = self.ws.get(&cf) {
-                    w.mem.remove(&key, seq);
+                    let v = w.view.lock();
+                    let val_len = v.mem.get(&key, seq).map_or(0, |(_, m)| m.value.len());
+                    v.mem.remove(&key, seq);
+                    self.ws_bytes = self.ws_bytes.saturating_sub(key.len() * 2 + val_len + 112);
                 }
+                self.live_writes = self.live_writes.saturating_sub(1);
+            }
+        }
+        // Spilled runs: drop runs made entirely after the savepoint, lower
+        // the limit of the one straddling it.
+        for w in self.ws.values() {
+            let mut v = w.view.lock();
+            let mut removed = 0u64;
+            let mut dropped = false;
+            let mut err = None;
+            v.runs.retain(|r| {
+                if r.min_op > sp_op {
+                    match r.count_ops(0, r.limit()) {
+                        Ok(n) => removed += n,
+                        Err(e) => err = Some(e),
+                    }
+                    dropped = true;
+                    false
+                } else {
+                    true
+                }
+            });
+            for r in &v.runs {
+                let lim = r.limit();
+                if lim > sp_op {
+                    match r.count_ops(sp_op, lim) {
+                        Ok(n) => removed += n,
+                        Err(e) => err = Some(e),
+                    }
+                    r.limit.store(sp_op, Ordering::Release);
+                }
+            }
+            if dropped {
+                v.gen += 1;
+            }
+            self.live_writes = self.live_writes.saturating_sub(removed);
+            if let Some(e) = err {
+                return Err(e);
             }
         }
         Ok(())
@@ -269,7 +437,8 @@ impl Txn {
         let mut ops = Vec::new();
         for (id, w) in &self.ws {
             let mut last: Option<Vec<u8>> = None;
-            w.mem.for_each(|k, v| {
+            let mem = w.view.lock().mem.clone();
+            mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
                     // Keys locked exclusively are checked from the lock time on.
                     let check = match self.locks.get(&(*id, k.user.clone())) {
@@ -324,8 +493,13 @@ impl Txn {
             self.release_locks();
             return r;
         }
-        if self.undo.is_empty() {
+        if self.live_writes == 0 {
             return self.db.check_open();
+        }
+        if self.spilled {
+            let r = self.commit_spilled().map(|_| ());
+            self.release_locks();
+            return r;
         }
         let ops = self.collect_ops()?;
         let r = self.db.commit_ops(ops, true, opts.sync).map(|_| ());
@@ -369,6 +543,13 @@ impl Txn {
         }
         self.check_not_prepared()?;
         self.db.check_writable()?;
+        if self.spilled {
+            return Err(Error::InvalidArgument(
+                "prepare is not supported for a transaction whose write set was spilled to disk \
+                 (larger than the spill threshold)"
+                    .into(),
+            ));
+        }
         if xid.is_empty() || xid.len() > 1024 {
             return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
         }
@@ -379,7 +560,8 @@ impl Txn {
                     inner: w.cf.clone(),
                 };
                 let mut last: Option<Vec<u8>> = None;
-                w.mem.for_each(|k, _| {
+                let mem = w.view.lock().mem.clone();
+                mem.for_each(|k, _| {
                     if last.as_deref() != Some(k.user.as_slice()) {
                         last = Some(k.user.clone());
                         v.push((cf.clone(), k.user.clone()));
@@ -450,11 +632,8 @@ impl Txn {
     pub fn get_latest(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
-            if let Some((_, v)) = w.mem.get(key, u64::MAX) {
-                return Ok(match v.kind {
-                    Kind::Delete => None,
-                    _ => Some(v.value.to_vec()),
-                });
+            if let Some((k, v)) = w.get(key)? {
+                return Ok((k != Kind::Delete).then_some(v));
             }
         }
         let latest = self.db.visible_seq.load(Ordering::Acquire);
@@ -475,12 +654,37 @@ impl Txn {
     }
 
     pub fn is_read_only(&self) -> bool {
-        self.undo.is_empty()
+        self.live_writes == 0
     }
 
     /// Number of buffered (not rolled back) write operations.
     pub fn write_count(&self) -> u64 {
-        self.undo.len() as u64
+        self.live_writes
+    }
+
+    /// Commit of a write set with spilled runs: streams the merge of runs and
+    /// memory (newest version per key, tombstones kept) into table files
+    /// installed by one manifest edit (see `DbInner::commit_spilled`).
+    fn commit_spilled(&mut self) -> Result<u64> {
+        let op = self.op.load(Ordering::SeqCst);
+        let mut parts = Vec::new();
+        for w in self.ws.values() {
+            let v = w.view.lock();
+            let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
+            parts.push((w.cf.clone(), m));
+        }
+        let snap = self.snap.seq;
+        let locks = &self.locks;
+        let check = |cf: u64, key: &[u8]| -> u64 {
+            if locks.is_empty() {
+                return snap;
+            }
+            match locks.get(&(cf, key.to_vec())) {
+                Some((LockMode::Exclusive, at)) => (*at).max(snap),
+                _ => snap,
+            }
+        };
+        self.db.commit_spilled(parts, &check)
     }
 }
 
@@ -559,7 +763,10 @@ pub struct TxnIter {
     /// against compaction GC).
     snap: Arc<SnapGuard>,
     op: Arc<AtomicU64>,
-    has_ws: bool,
+    /// The write set of the iterated column family (if it had one at creation).
+    ws: Option<Arc<Mutex<WsView>>>,
+    ws_runs: Vec<Arc<Run>>,
+    ws_gen: u64,
     /// Number of leading write-set sources in `merge`.
     ws_sources: usize,
     latest: Option<LatestState>,
@@ -567,10 +774,26 @@ pub struct TxnIter {
 
 impl TxnIter {
     fn refresh_ws(&mut self) {
-        if self.has_ws {
-            let s = WS_BASE + self.op.load(Ordering::SeqCst);
-            if let Some(src) = self.merge.sources_mut().first_mut() {
-                src.snap = s;
+        if let Some(view) = &self.ws {
+            let op = self.op.load(Ordering::SeqCst);
+            let v = view.lock();
+            if v.gen != self.ws_gen {
+                let fresh = ws_sources(&v, op);
+                let n = fresh.len();
+                self.merge.sources_mut().splice(0..self.ws_sources, fresh);
+                self.ws_sources = n;
+                self.ws_runs = v.runs.clone();
+                self.ws_gen = v.gen;
+            } else {
+                let srcs = self.merge.sources_mut();
+                if let Some(src) = srcs.first_mut() {
+                    src.snap = WS_BASE + op;
+                }
+                for (i, r) in self.ws_runs.iter().enumerate() {
+                    if let Some(src) = srcs.get_mut(1 + i) {
+                        src.snap = WS_BASE + op.min(r.limit());
+                    }
+                }
             }
         }
         if let Some(l) = &mut self.latest {

@@ -1,0 +1,175 @@
+//! Spilled transaction write sets: when a transaction's in-memory write set
+//! exceeds the spill threshold, each column family's write-set skiplist is
+//! written to a sorted *run* file and the in-memory part starts empty.
+//!
+//! ## Format
+//! `NNNNNN.spill` (number from the database's file counter) is a table file
+//! in the `sst.rs` format, private to one transaction: every entry's sequence
+//! is the transaction's *op number* (the pseudo-sequence minus `WS_BASE`),
+//! all versions are kept (savepoints), no compression, 64 KiB blocks, bloom
+//! filter 10 bits/key. Spill files are never referenced by the manifest and
+//! are not durable (no crash needs them): they are deleted when the last
+//! reader of the run goes away and at every open.
+//!
+//! A run carries a *limit*: entries with an op above it were rolled back
+//! (`rollback_to` lowers the limit instead of rewriting the file; runs made
+//! entirely after the savepoint are dropped).
+
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::{Kind, MAX_SEQ};
+use crate::memtable::Memtable;
+use crate::options::Compression;
+use crate::sst::{Table, TableBuilder, TableIter};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) fn spill_path(dir: &Path, no: u64) -> PathBuf {
+    dir.join(format!("{no:06}.spill"))
+}
+
+pub(crate) fn parse_spill_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".spill")?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// One spilled, sorted run of a write set.
+pub(crate) struct Run {
+    pub table: Arc<Table>,
+    pub min_op: u64,
+    /// Entries with op > limit are rolled back.
+    pub limit: AtomicU64,
+    cache: Arc<BlockCache>,
+}
+
+impl Run {
+    /// Writes `mem` (entries at `base + op`) to a new run file `no`.
+    pub(crate) fn write(
+        dir: &Path,
+        no: u64,
+        mem: &Memtable,
+        base: u64,
+        cache: &Arc<BlockCache>,
+    ) -> Result<Run> {
+        let path = spill_path(dir, no);
+        let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
+        let r = mem.for_each(|k, v| {
+            b.add(
+                &k.user,
+                k.seq.saturating_sub(base).min(MAX_SEQ),
+                v.kind,
+                &v.value,
+            )
+        });
+        let fin = r.and_then(|_| b.finish_unsynced());
+        let res = fin.and_then(|(_, props)| {
+            Table::open(path.clone(), no, cache.clone()).map(|t| (t, props))
+        });
+        match res {
+            Ok((t, props)) => Ok(Run {
+                table: Arc::new(t),
+                min_op: props.min_seq,
+                limit: AtomicU64::new(props.max_seq),
+                cache: cache.clone(),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    /// Number of entries with op in `(lo, hi]` (scan; used by `rollback_to`).
+    pub(crate) fn count_ops(&self, lo: u64, hi: u64) -> Result<u64> {
+        let mut it = TableIter::new(self.table.clone());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            let s = it.seq();
+            if s > lo && s <= hi {
+                n += 1;
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(n)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.table.path);
+        self.cache.evict_file(self.table.file_no);
+    }
+}
+
+/// A run seen with sequences shifted by `base` (so it merges with the
+/// in-memory write set, whose entries carry `base + op`).
+pub(crate) struct RunIter {
+    it: TableIter,
+    base: u64,
+    _run: Arc<Run>,
+}
+
+impl RunIter {
+    pub(crate) fn new(run: Arc<Run>, base: u64) -> RunIter {
+        RunIter {
+            it: TableIter::new(run.table.clone()),
+            base,
+            _run: run,
+        }
+    }
+    fn map(&self, seq: u64) -> u64 {
+        seq.saturating_sub(self.base).min(MAX_SEQ)
+    }
+}
+
+impl InternalIterator for RunIter {
+    fn valid(&self) -> bool {
+        self.it.valid()
+    }
+    fn seek(&mut self, user: &[u8], seq: u64) {
+        let s = self.map(seq);
+        self.it.seek(user, s)
+    }
+    fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
+        let s = self.map(seq);
+        self.it.seek_for_prev(user, s)
+    }
+    fn seek_to_first(&mut self) {
+        self.it.seek_to_first()
+    }
+    fn seek_to_last(&mut self) {
+        self.it.seek_to_last()
+    }
+    fn next(&mut self) {
+        self.it.next()
+    }
+    fn prev(&mut self) {
+        self.it.prev()
+    }
+    fn user_key(&self) -> &[u8] {
+        self.it.user_key()
+    }
+    fn seq(&self) -> u64 {
+        self.it.seq().saturating_add(self.base)
+    }
+    fn kind(&self) -> Kind {
+        self.it.kind()
+    }
+    fn value(&self) -> &[u8] {
+        self.it.value()
+    }
+    fn status(&self) -> Result<()> {
+        self.it.status()
+    }
+}
