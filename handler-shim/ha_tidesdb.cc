@@ -132,6 +132,12 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
     my_error(ER_NOT_SUPPORTED_YET, MYF(0), "FOREIGN KEY constraints on TidesDB tables");
     return HA_ERR_UNSUPPORTED;
   }
+  /* As InnoDB: fixed-length and Aria's PAGE row formats do not exist here (the
+     others are accepted and mean the same single row format). */
+  if (info->row_type == ROW_TYPE_FIXED || info->row_type == ROW_TYPE_PAGE) {
+    my_error(ER_ILLEGAL_HA_CREATE_OPTION, MYF(0), "TidesDB", "ROW_TYPE");
+    return HA_WRONG_CREATE_OPTION;
+  }
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
@@ -370,14 +376,18 @@ int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_
   return st ? fail(st) : 0;
 }
 
-/* Writes lock the keys that stand for a row or a unique value (rows, unique index
-   entries); other index entries are covered by their row's lock. */
+/* Every key a write touches is locked until the transaction ends. For rows and
+   unique entries that is what makes writers of the same row or value wait; for
+   the other index entries (whose row lock already serialises their writers) it
+   makes the engine check them for conflicts from the lock on instead of from the
+   snapshot, so an UPDATE of a row committed after the snapshot commits, as in
+   InnoDB. */
 static tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
-                     size_t unique_len, bool lock) {
+                     size_t unique_len) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_PUT;
-  op.lock = lock;
+  op.lock = 1;
   op.key = (const uint8_t *)key.data();
   op.key_len = key.size();
   op.value = (const uint8_t *)value.data();
@@ -386,11 +396,11 @@ static tdb_op put_op(uint32_t index, const std::string &key, const std::string &
   return op;
 }
 
-static tdb_op delete_op(uint32_t index, const std::string &key, bool lock) {
+static tdb_op delete_op(uint32_t index, const std::string &key) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_DELETE;
-  op.lock = lock;
+  op.lock = 1;
   op.key = (const uint8_t *)key.data();
   op.key_len = key.size();
   op.value = nullptr;
@@ -417,13 +427,13 @@ int ha_tidesdb::write_row(const uchar *buf) {
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
   ops.reserve(table->s->keys + 1);
-  ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size(), true));
+  ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size()));
   op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
     Index_entry &e = m_entries[k];
     encode_secondary(k, buf, pk, &e);
-    ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0, e.unique));
+    ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -453,10 +463,10 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   ops.reserve(2 * table->s->keys + 2);
   uint pk_keynr = m_hidden_pk ? MAX_KEY : table->s->primary_key;
   if (pk_changed) {
-    ops.push_back(delete_op(0, old_pk, true));
+    ops.push_back(delete_op(0, old_pk));
     op_keys.push_back(pk_keynr);
   }
-  ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0, true));
+  ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0));
   op_keys.push_back(pk_keynr);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
@@ -467,14 +477,14 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
     if (old_e.key == new_e.key && old_e.unique == new_e.unique) {
       /* Only the covered columns changed (e.g. 'a' -> 'A' under a _ci collation):
          overwrite the entry. */
-      ops.push_back(put_op(engine_index(k), new_e.key, new_e.value, 0, new_e.unique));
+      ops.push_back(put_op(engine_index(k), new_e.key, new_e.value, 0));
       op_keys.push_back(k);
       continue;
     }
-    ops.push_back(delete_op(engine_index(k), old_e.key, old_e.unique));
+    ops.push_back(delete_op(engine_index(k), old_e.key));
     op_keys.push_back(k);
     ops.push_back(put_op(engine_index(k), new_e.key, new_e.value,
-                         new_e.unique ? new_e.key.size() : 0, new_e.unique));
+                         new_e.unique ? new_e.key.size() : 0));
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
@@ -493,12 +503,12 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     encode_pk(buf, &pk);
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
-  ops.push_back(delete_op(0, pk, true));
+  ops.push_back(delete_op(0, pk));
   op_keys.push_back(MAX_KEY);
   for (uint k = 0; k < table->s->keys; k++) {
     if (is_pk(k)) continue;
     encode_secondary(k, buf, pk, &m_entries[k]);
-    ops.push_back(delete_op(engine_index(k), m_entries[k].key, m_entries[k].unique));
+    ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
   return apply_ops(ops, op_keys);
@@ -572,6 +582,11 @@ void ha_tidesdb::get_auto_increment(ulonglong offset, ulonglong increment,
      (its row estimate); a later call (after an explicit value moved past the
      interval) reserves only the rows the statement has left. */
   if (m_autoinc_rows == 0) m_autoinc_rows = nb_desired_values ? nb_desired_values : 1;
+  /* An offset larger than the increment: the server then places values on the grid
+     offset mod increment (compute_next_insert_id); reserve on that same grid, so
+     the server does not move the value one more step (InnoDB gives 1100, not 1150,
+     after 200, 500, 800 with increment 300 -> 50 and offset 200). */
+  if (increment > 1 && offset > increment) offset = offset % increment ? offset % increment : increment;
   *first_value = tdb_table_autoinc_reserve(m_tbl, m_autoinc_rows, offset, increment,
                                            table->next_number_field->get_max_int_value());
   *nb_reserved_values = m_autoinc_rows;
@@ -582,14 +597,19 @@ void ha_tidesdb::release_auto_increment() { m_autoinc_rows = 0; }
 /* ------------------------------------------------------------------- reading */
 
 int ha_tidesdb::open_cursor(uint engine_idx) {
-  if (m_cursor && m_cursor_index == engine_idx) return 0;
+  /* Locking reads scan the latest committed state, as InnoDB's do: an UPDATE must
+     also find rows committed after the transaction's snapshot. */
+  bool latest = m_lock_rows != ROW_LOCK_NONE;
+  if (m_cursor && m_cursor_index == engine_idx && m_cursor_latest == latest) return 0;
   close_cursor();
-  int st = tdb_cursor_open(trx(), m_tbl, engine_idx, &m_cursor);
+  int st = latest ? tdb_cursor_open_latest(trx(), m_tbl, engine_idx, &m_cursor)
+                  : tdb_cursor_open(trx(), m_tbl, engine_idx, &m_cursor);
   if (st) {
     m_cursor = nullptr;
     return fail(st);
   }
   m_cursor_index = engine_idx;
+  m_cursor_latest = latest;
   m_cursor_positioned = false;
   return 0;
 }

@@ -152,6 +152,7 @@ private:
   tdb_table *m_tbl = nullptr;
   tdb_cursor *m_cursor = nullptr;
   uint m_cursor_index = 0;
+  bool m_cursor_latest = false; /* the cursor reads the latest state, not the snapshot */
   /* After a point read by primary key the cursor is not positioned; index_next /
      index_prev then seek from m_last_pk. */
   bool m_cursor_positioned = false;

@@ -234,6 +234,12 @@ enum tdb_seek_mode {
 typedef struct tdb_cursor tdb_cursor;
 
 int tdb_cursor_open(tdb_trx *trx, tdb_table *table, uint32_t index, tdb_cursor **out);
+/* A cursor for locking reads: it reads the latest committed state (re-read at each
+   seek) merged with the transaction's own writes, instead of the snapshot, so that
+   UPDATE / DELETE / SELECT ... FOR UPDATE see rows committed after the snapshot,
+   as in InnoDB. */
+int tdb_cursor_open_latest(tdb_trx *trx, tdb_table *table, uint32_t index,
+                           tdb_cursor **out);
 void tdb_cursor_close(tdb_cursor *cursor);
 /* Positions the cursor; TDB_END when no key qualifies. */
 int tdb_cursor_seek(tdb_cursor *cursor, uint32_t mode, const uint8_t *key, size_t key_len);

@@ -92,6 +92,36 @@ fn position_status(iter: &TxnIter) -> FfiResult<()> {
     }
 }
 
+/// Opens a cursor on index `index` of `table`, at the snapshot or at the latest
+/// committed state.
+///
+/// # Safety
+/// `trx` and `table` must be live handles; `out` valid for a pointer write.
+unsafe fn open_cursor(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    latest: bool,
+    out: *mut *mut Cursor,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        let cf = table.shared.cf(index)?;
+        let txn = trx.txn()?;
+        let iter = if latest {
+            txn.iter_latest(&cf, IterOptions::default())?
+        } else {
+            txn.iter(&cf, IterOptions::default())?
+        };
+        let cursor = Box::new(Cursor { iter });
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, Box::into_raw(cursor)) }
+    })
+}
+
 /// # Safety
 /// `trx` and `table` must be live handles; `out` valid for a pointer write.
 #[no_mangle]
@@ -101,17 +131,21 @@ pub unsafe extern "C" fn tdb_cursor_open(
     index: u32,
     out: *mut *mut Cursor,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: live handles by contract.
-        let trx = unsafe { raw::handle(trx) }?;
-        // SAFETY: as above.
-        let table = unsafe { raw::handle(table) }?;
-        let cf = table.shared.cf(index)?;
-        let iter = trx.txn()?.iter(&cf, IterOptions::default())?;
-        let cursor = Box::new(Cursor { iter });
-        // SAFETY: valid for a write by contract.
-        unsafe { raw::write_out(out, Box::into_raw(cursor)) }
-    })
+    // SAFETY: forwarded contract.
+    unsafe { open_cursor(trx, table, index, false, out) }
+}
+
+/// # Safety
+/// `trx` and `table` must be live handles; `out` valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_open_latest(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    out: *mut *mut Cursor,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { open_cursor(trx, table, index, true, out) }
 }
 
 /// # Safety
