@@ -41,9 +41,12 @@ pub(crate) struct Op {
     pub value: Vec<u8>,
 }
 
-pub(crate) fn encode_commit(out: &mut Vec<u8>, seq: u64, ops: &[Op]) {
-    out.push(REC_COMMIT);
-    put_varint(out, seq);
+/// Upper bound of the encoded size of `ops` (for reserving capacity).
+pub(crate) fn encoded_size<'a>(ops: impl Iterator<Item = &'a Op>) -> usize {
+    ops.map(|o| o.key.len() + o.value.len() + 22).sum::<usize>() + 24
+}
+
+fn encode_ops<'a>(out: &mut Vec<u8>, ops: impl ExactSizeIterator<Item = &'a Op>) {
     put_varint(out, ops.len() as u64);
     for op in ops {
         put_varint(out, op.cf);
@@ -53,16 +56,24 @@ pub(crate) fn encode_commit(out: &mut Vec<u8>, seq: u64, ops: &[Op]) {
     }
 }
 
-pub(crate) fn encode_prepare(out: &mut Vec<u8>, xid: &[u8], ops: &[Op]) {
+pub(crate) fn encode_commit<'a>(
+    out: &mut Vec<u8>,
+    seq: u64,
+    ops: impl ExactSizeIterator<Item = &'a Op>,
+) {
+    out.push(REC_COMMIT);
+    put_varint(out, seq);
+    encode_ops(out, ops);
+}
+
+pub(crate) fn encode_prepare<'a>(
+    out: &mut Vec<u8>,
+    xid: &[u8],
+    ops: impl ExactSizeIterator<Item = &'a Op>,
+) {
     out.push(REC_PREPARE);
     put_bytes(out, xid);
-    put_varint(out, ops.len() as u64);
-    for op in ops {
-        put_varint(out, op.cf);
-        out.push(op.kind as u8);
-        put_bytes(out, &op.key);
-        put_bytes(out, &op.value);
-    }
+    encode_ops(out, ops);
 }
 
 pub(crate) fn encode_commit_prepared(out: &mut Vec<u8>, seq: u64, xid: &[u8]) {

@@ -1,19 +1,59 @@
-//! Sharded LRU block cache with a byte cap. Keys are (table file number, block
+//! Sharded block cache with a byte cap. Keys are (table file number, block
 //! offset); values are decoded blocks shared through `Arc`.
+//!
+//! Each shard is a hash map plus a CLOCK ring: a hit only sets the entry's
+//! reference bit (no reordering), eviction sweeps the ring from its head,
+//! giving referenced entries a second chance. Shard selection and the map use
+//! an allocation-free multiplicative hash of the two integers.
 
 use crate::sst::Block;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 const SHARDS: usize = 16;
 
 type Key = (u64, u64);
 
+/// Hasher for `(u64, u64)` keys: multiply-xorshift per written integer.
+#[derive(Default)]
+pub(crate) struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0;
+        h ^ (h >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+fn hash_key(k: Key) -> u64 {
+    let mut h = IntHasher::default();
+    h.write_u64(k.0);
+    h.write_u64(k.1);
+    h.finish()
+}
+
+struct Entry {
+    block: Arc<Block>,
+    referenced: bool,
+}
+
 struct Shard {
-    map: HashMap<Key, (Arc<Block>, u64)>,
-    lru: BTreeMap<u64, Key>,
-    tick: u64,
+    map: HashMap<Key, Entry, BuildHasherDefault<IntHasher>>,
+    /// CLOCK ring; may hold keys no longer in `map` (skipped when swept).
+    ring: VecDeque<Key>,
     bytes: usize,
 }
 
@@ -28,9 +68,8 @@ impl BlockCache {
             shards: (0..SHARDS)
                 .map(|_| {
                     Mutex::new(Shard {
-                        map: HashMap::new(),
-                        lru: BTreeMap::new(),
-                        tick: 0,
+                        map: HashMap::default(),
+                        ring: VecDeque::new(),
                         bytes: 0,
                     })
                 })
@@ -40,21 +79,16 @@ impl BlockCache {
     }
 
     fn shard(&self, key: Key) -> &Mutex<Shard> {
-        let h = crate::coding::hash64(&[key.0.to_le_bytes(), key.1.to_le_bytes()].concat());
-        &self.shards[(h % SHARDS as u64) as usize]
+        let i = (hash_key(key) >> 32) as usize % SHARDS;
+        // `i < SHARDS == shards.len()`.
+        &self.shards[i]
     }
 
     pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
         let mut s = self.shard((file, off)).lock();
-        let s = &mut *s;
-        s.tick += 1;
-        let tick = s.tick;
-        let (b, t) = s.map.get_mut(&(file, off))?;
-        let old = std::mem::replace(t, tick);
-        let b = b.clone();
-        s.lru.remove(&old);
-        s.lru.insert(tick, (file, off));
-        Some(b)
+        let e = s.map.get_mut(&(file, off))?;
+        e.referenced = true;
+        Some(e.block.clone())
     }
 
     pub(crate) fn insert(&self, file: u64, off: u64, block: Arc<Block>) {
@@ -62,25 +96,50 @@ impl BlockCache {
         if charge > self.cap_per_shard {
             return;
         }
+        let mut evicted = Vec::new();
         let mut s = self.shard((file, off)).lock();
         let s = &mut *s;
-        s.tick += 1;
-        let tick = s.tick;
-        if let Some((old, t)) = s.map.insert((file, off), (block, tick)) {
-            s.lru.remove(&t);
-            s.bytes -= old.charge();
+        match s.map.insert(
+            (file, off),
+            Entry {
+                block,
+                referenced: false,
+            },
+        ) {
+            Some(old) => {
+                s.bytes -= old.block.charge();
+                evicted.push(old.block);
+            }
+            None => s.ring.push_back((file, off)),
         }
-        s.lru.insert(tick, (file, off));
         s.bytes += charge;
-        while s.bytes > self.cap_per_shard {
-            let Some((&t, &k)) = s.lru.iter().next() else {
+        // CLOCK sweep; bounded so a ring full of referenced entries ends.
+        let mut budget = s.ring.len() * 2 + 1;
+        while s.bytes > self.cap_per_shard && budget > 0 {
+            budget -= 1;
+            let Some(k) = s.ring.pop_front() else {
                 break;
             };
-            s.lru.remove(&t);
-            if let Some((b, _)) = s.map.remove(&k) {
-                s.bytes -= b.charge();
+            match s.map.get_mut(&k) {
+                None => {}
+                Some(e) if e.referenced && k != (file, off) => {
+                    e.referenced = false;
+                    s.ring.push_back(k);
+                }
+                Some(_) => {
+                    if let Some(e) = s.map.remove(&k) {
+                        s.bytes -= e.block.charge();
+                        evicted.push(e.block);
+                    }
+                }
             }
         }
+        // Compact the ring if stale keys pile up.
+        if s.ring.len() > 2 * s.map.len() + 64 {
+            let map = &s.map;
+            s.ring.retain(|k| map.contains_key(k));
+        }
+        // `evicted` is freed after the shard lock (declared before it).
     }
 
     /// Drops every block of a file (after the file is deleted).
@@ -88,17 +147,19 @@ impl BlockCache {
         for sh in &self.shards {
             let mut s = sh.lock();
             let s = &mut *s;
-            let keys: Vec<(Key, u64)> = s
-                .map
-                .iter()
-                .filter(|(k, _)| k.0 == file)
-                .map(|(k, v)| (*k, v.1))
-                .collect();
-            for (k, t) in keys {
-                s.lru.remove(&t);
-                if let Some((b, _)) = s.map.remove(&k) {
-                    s.bytes -= b.charge();
+            let mut freed = 0;
+            s.map.retain(|k, e| {
+                if k.0 == file {
+                    freed += e.block.charge();
+                    false
+                } else {
+                    true
                 }
+            });
+            s.bytes -= freed;
+            if freed > 0 {
+                let map = &s.map;
+                s.ring.retain(|k| map.contains_key(k));
             }
         }
     }

@@ -645,9 +645,9 @@ impl DbInner {
         if !prepared.is_empty() {
             let mut framed = Vec::new();
             for (xid, ops) in &prepared {
-                let mut payload = Vec::new();
-                batch::encode_prepare(&mut payload, xid, ops);
-                wal::frame_record(&mut framed, &payload);
+                wal::frame_with(&mut framed, |out| {
+                    batch::encode_prepare(out, xid, ops.iter())
+                });
             }
             w.append(&framed)?;
             w.sync()?;
@@ -1404,11 +1404,15 @@ impl DbInner {
                         return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
                     }
                     if req.check_conflicts {
-                        let k = (op.cf, op.key.clone());
-                        if group_keys.contains(&k)
-                            || prep.keys.contains(&k)
-                            || self.newer_than(cf, &op.key, *check_seq)?
-                        {
+                        // Keys of earlier requests of this group / of
+                        // prepared txns (skipped when there are none).
+                        if (!group_keys.is_empty() || !prep.keys.is_empty()) && {
+                            let k = (op.cf, op.key.clone());
+                            group_keys.contains(&k) || prep.keys.contains(&k)
+                        } {
+                            return Err(Error::Conflict);
+                        }
+                        if self.newer_than(cf, &op.key, *check_seq)? {
                             return Err(Error::Conflict);
                         }
                     }
@@ -1419,20 +1423,28 @@ impl DbInner {
                 results.push(Err(e));
                 continue;
             }
-            let plain: Vec<Op> = ops.iter().map(|(_, o, _)| o.clone()).collect();
-            let mut payload = Vec::new();
+            framed.reserve(batch::encoded_size(ops.iter().map(|(_, o, _)| o)) + 8);
+            let last = i + 1 == group.len();
             match &req.kind {
                 ReqKind::Commit => {
                     next_seq += 1;
-                    batch::encode_commit(&mut payload, next_seq, &plain);
-                    for (_, o, _) in &ops {
-                        group_keys.insert((o.cf, o.key.clone()));
+                    let seq = next_seq;
+                    wal::frame_with(&mut framed, |out| {
+                        batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o))
+                    });
+                    // Only later requests of the group need our keys.
+                    if !last {
+                        for (_, o, _) in &ops {
+                            group_keys.insert((o.cf, o.key.clone()));
+                        }
                     }
                     results.push(Ok(next_seq));
                     accepted.push((i, next_seq, ops));
                 }
                 ReqKind::Prepare(x) => {
-                    batch::encode_prepare(&mut payload, x, &plain);
+                    wal::frame_with(&mut framed, |out| {
+                        batch::encode_prepare(out, x, ops.iter().map(|(_, o, _)| o))
+                    });
                     let keys: Vec<(u64, Vec<u8>)> =
                         ops.iter().map(|(_, o, _)| (o.cf, o.key.clone())).collect();
                     group_keys.extend(keys.iter().cloned());
@@ -1442,19 +1454,21 @@ impl DbInner {
                 }
                 ReqKind::CommitPrepared(x) => {
                     next_seq += 1;
-                    batch::encode_commit_prepared(&mut payload, next_seq, x);
+                    let seq = next_seq;
+                    wal::frame_with(&mut framed, |out| {
+                        batch::encode_commit_prepared(out, seq, x)
+                    });
                     resolved.push((x.clone(), next_seq));
                     results.push(Ok(next_seq));
                     accepted.push((i, next_seq, ops));
                 }
                 ReqKind::RollbackPrepared(x) => {
-                    batch::encode_rollback_prepared(&mut payload, x);
+                    wal::frame_with(&mut framed, |out| batch::encode_rollback_prepared(out, x));
                     resolved.push((x.clone(), 0));
                     results.push(Ok(0));
                     accepted.push((i, 0, Vec::new()));
                 }
             }
-            wal::frame_record(&mut framed, &payload);
         }
         if accepted.is_empty() {
             return results;
@@ -1478,11 +1492,14 @@ impl DbInner {
             return results;
         }
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
-        for (_, seq, ops) in &accepted {
-            for (cf, op, _) in ops {
-                cf.sv.read().mem.insert(&op.key, *seq, op.kind, &op.value);
-                if !touched.iter().any(|c| Arc::ptr_eq(c, cf)) {
-                    touched.push(cf.clone());
+        for (_, seq, ops) in accepted.iter_mut() {
+            for (cf, op, _) in ops.drain(..) {
+                cf.sv
+                    .read()
+                    .mem
+                    .insert_owned(op.key, *seq, op.kind, &op.value);
+                if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
+                    touched.push(cf);
                 }
             }
         }

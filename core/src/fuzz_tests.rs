@@ -85,8 +85,8 @@ fn fuzz_wal_batch_payloads() {
         let ops = sample_ops(&mut rng);
         let mut valid = Vec::new();
         match rng.gen_range(0..4) {
-            0 => batch::encode_commit(&mut valid, rng.gen(), &ops),
-            1 => batch::encode_prepare(&mut valid, b"xid", &ops),
+            0 => batch::encode_commit(&mut valid, rng.gen(), ops.iter()),
+            1 => batch::encode_prepare(&mut valid, b"xid", ops.iter()),
             2 => batch::encode_commit_prepared(&mut valid, rng.gen(), b"xid"),
             _ => batch::encode_rollback_prepared(&mut valid, b"xid"),
         }
@@ -103,7 +103,7 @@ fn fuzz_wal_records() {
     let mut framed = Vec::new();
     for _ in 0..20 {
         let mut p = Vec::new();
-        batch::encode_commit(&mut p, rng.gen(), &sample_ops(&mut rng));
+        batch::encode_commit(&mut p, rng.gen(), sample_ops(&mut rng).iter());
         wal::frame_record(&mut framed, &p);
     }
     let path = d.path().join("000001.wal");

@@ -36,10 +36,13 @@ pub(crate) struct Resolved {
 ///
 /// Forward mode: the inner iterator sits on `cur`'s entry. Backward mode: the
 /// inner iterator sits on the oldest entry of the next (smaller) user key.
+/// `buf` is reused for every entry (no allocation per step).
 pub(crate) struct Source {
     it: Box<dyn InternalIterator>,
     pub snap: u64,
-    cur: Option<Resolved>,
+    has: bool,
+    buf: Resolved,
+    scratch: Vec<u8>,
 }
 
 impl Source {
@@ -47,26 +50,35 @@ impl Source {
         Source {
             it,
             snap,
-            cur: None,
+            has: false,
+            buf: Resolved {
+                user: Vec::new(),
+                seq: 0,
+                kind: Kind::Delete,
+                value: Vec::new(),
+            },
+            scratch: Vec::new(),
         }
     }
-    fn capture(&self) -> Resolved {
-        Resolved {
-            user: self.it.user_key().to_vec(),
-            seq: self.it.seq(),
-            kind: self.it.kind(),
-            value: self.it.value().to_vec(),
-        }
+    fn cur(&self) -> Option<&Resolved> {
+        self.has.then_some(&self.buf)
+    }
+    fn capture(&mut self) {
+        self.buf.user.clear();
+        self.buf.user.extend_from_slice(self.it.user_key());
+        self.buf.seq = self.it.seq();
+        self.buf.kind = self.it.kind();
+        self.buf.value.clear();
+        self.buf.value.extend_from_slice(self.it.value());
     }
     fn fwd_settle(&mut self) {
         while self.it.valid() && self.it.seq() > self.snap {
             self.it.next();
         }
-        self.cur = if self.it.valid() {
-            Some(self.capture())
-        } else {
-            None
-        };
+        self.has = self.it.valid();
+        if self.has {
+            self.capture();
+        }
     }
     fn fwd_seek(&mut self, target: &[u8]) {
         self.it.seek(target, u64::MAX);
@@ -77,8 +89,9 @@ impl Source {
         self.fwd_settle();
     }
     fn fwd_next(&mut self) {
-        if let Some(c) = self.cur.take() {
-            while self.it.valid() && self.it.user_key() == c.user.as_slice() {
+        if self.has {
+            self.has = false;
+            while self.it.valid() && self.it.user_key() == self.buf.user.as_slice() {
                 self.it.next();
             }
             self.fwd_settle();
@@ -87,14 +100,17 @@ impl Source {
     fn bwd_settle(&mut self) {
         loop {
             if !self.it.valid() {
-                self.cur = None;
+                self.has = false;
                 return;
             }
-            let u = self.it.user_key().to_vec();
-            let mut best = None;
+            let mut u = std::mem::take(&mut self.scratch);
+            u.clear();
+            u.extend_from_slice(self.it.user_key());
+            let mut found = false;
             while self.it.valid() && self.it.user_key() == u.as_slice() {
                 if self.it.seq() <= self.snap {
-                    best = Some(self.capture());
+                    self.capture();
+                    found = true;
                 } else {
                     break;
                 }
@@ -103,8 +119,9 @@ impl Source {
             while self.it.valid() && self.it.user_key() == u.as_slice() {
                 self.it.prev();
             }
-            if best.is_some() {
-                self.cur = best;
+            self.scratch = u;
+            if found {
+                self.has = true;
                 return;
             }
         }
@@ -153,6 +170,7 @@ pub(crate) struct MergeIter {
     /// Also stop at tombstones (commit of a spilled write set).
     keep_deletes: bool,
     kind: Kind,
+    scratch: Vec<u8>,
 }
 
 impl MergeIter {
@@ -174,6 +192,7 @@ impl MergeIter {
             resolver,
             keep_deletes: false,
             kind: Kind::Put,
+            scratch: Vec::new(),
         }
     }
 
@@ -197,7 +216,8 @@ impl MergeIter {
             self.valid = false;
             return false;
         }
-        for s in &self.sources {
+        // A source with an error is invalid, so only those can have one.
+        for s in self.sources.iter().filter(|s| !s.has) {
             if let Err(e) = s.status() {
                 self.err = Some(e);
                 self.valid = false;
@@ -207,7 +227,12 @@ impl MergeIter {
         true
     }
 
-    fn set_current(&mut self, r: &Resolved) -> bool {
+    /// Makes source `i`'s current entry the iterator's current entry.
+    fn set_current(&mut self, i: usize) -> bool {
+        let Some(r) = self.sources.get(i).and_then(|s| s.cur()) else {
+            self.valid = false;
+            return false;
+        };
         self.key.clear();
         self.key.extend_from_slice(&r.user);
         self.kind = r.kind;
@@ -236,50 +261,66 @@ impl MergeIter {
         true
     }
 
+    /// Index of the source holding the winning version of the smallest
+    /// (forward) / largest (backward) current user key: the highest
+    /// sequence among the sources at that key.
+    fn pick(&self, forward: bool) -> Option<usize> {
+        let mut best: Option<(usize, &Resolved)> = None;
+        for (i, s) in self.sources.iter().enumerate() {
+            let Some(c) = s.cur() else { continue };
+            best = match best {
+                None => Some((i, c)),
+                Some((bi, b)) => {
+                    let ord = c.user.as_slice().cmp(b.user.as_slice());
+                    let better = if forward {
+                        ord == std::cmp::Ordering::Less
+                    } else {
+                        ord == std::cmp::Ordering::Greater
+                    };
+                    if better || (ord == std::cmp::Ordering::Equal && c.seq > b.seq) {
+                        Some((i, c))
+                    } else {
+                        Some((bi, b))
+                    }
+                }
+            };
+        }
+        best.map(|(i, _)| i)
+    }
+
     fn find_forward(&mut self) {
         loop {
             if !self.check_status() {
                 return;
             }
-            let mut min: Option<&[u8]> = None;
-            for s in &self.sources {
-                if let Some(c) = &s.cur {
-                    if min.map_or(true, |m| c.user.as_slice() < m) {
-                        min = Some(&c.user);
-                    }
-                }
-            }
-            let Some(min) = min.map(|m| m.to_vec()) else {
+            let Some(wi) = self.pick(true) else {
+                self.valid = false;
+                return;
+            };
+            let Some(w) = self.sources.get(wi).and_then(|s| s.cur()) else {
                 self.valid = false;
                 return;
             };
             if let Some(u) = &self.upper {
-                if min.as_slice() >= u.as_slice() {
+                if w.user.as_slice() >= u.as_slice() {
                     self.valid = false;
                     return;
                 }
             }
-            let mut win: Option<Resolved> = None;
-            for s in &self.sources {
-                if let Some(c) = &s.cur {
-                    if c.user == min && win.as_ref().map_or(true, |w| c.seq > w.seq) {
-                        win = Some(c.clone());
-                    }
+            if w.kind != Kind::Delete || self.keep_deletes {
+                self.set_current(wi);
+                return;
+            }
+            // Tombstone: step every source past this key.
+            let mut k = std::mem::take(&mut self.scratch);
+            k.clear();
+            k.extend_from_slice(&w.user);
+            for s in &mut self.sources {
+                if s.cur().is_some_and(|c| c.user == k) {
+                    s.fwd_next();
                 }
             }
-            match win {
-                Some(w) if w.kind != Kind::Delete || self.keep_deletes => {
-                    self.set_current(&w);
-                    return;
-                }
-                _ => {
-                    for s in &mut self.sources {
-                        if s.cur.as_ref().is_some_and(|c| c.user == min) {
-                            s.fwd_next();
-                        }
-                    }
-                }
-            }
+            self.scratch = k;
         }
     }
 
@@ -288,45 +329,33 @@ impl MergeIter {
             if !self.check_status() {
                 return;
             }
-            let mut max: Option<&[u8]> = None;
-            for s in &self.sources {
-                if let Some(c) = &s.cur {
-                    if max.map_or(true, |m| c.user.as_slice() > m) {
-                        max = Some(&c.user);
-                    }
-                }
-            }
-            let Some(max) = max.map(|m| m.to_vec()) else {
+            let Some(wi) = self.pick(false) else {
+                self.valid = false;
+                return;
+            };
+            let Some(w) = self.sources.get(wi).and_then(|s| s.cur()) else {
                 self.valid = false;
                 return;
             };
             if let Some(l) = &self.lower {
-                if max.as_slice() < l.as_slice() {
+                if w.user.as_slice() < l.as_slice() {
                     self.valid = false;
                     return;
                 }
             }
-            let mut win: Option<Resolved> = None;
-            for s in &self.sources {
-                if let Some(c) = &s.cur {
-                    if c.user == max && win.as_ref().map_or(true, |w| c.seq > w.seq) {
-                        win = Some(c.clone());
-                    }
+            if w.kind != Kind::Delete || self.keep_deletes {
+                self.set_current(wi);
+                return;
+            }
+            let mut k = std::mem::take(&mut self.scratch);
+            k.clear();
+            k.extend_from_slice(&w.user);
+            for s in &mut self.sources {
+                if s.cur().is_some_and(|c| c.user == k) {
+                    s.bwd_settle();
                 }
             }
-            match win {
-                Some(w) if w.kind != Kind::Delete || self.keep_deletes => {
-                    self.set_current(&w);
-                    return;
-                }
-                _ => {
-                    for s in &mut self.sources {
-                        if s.cur.as_ref().is_some_and(|c| c.user == max) {
-                            s.bwd_settle();
-                        }
-                    }
-                }
-            }
+            self.scratch = k;
         }
     }
 
@@ -397,10 +426,10 @@ impl MergeIter {
         if !self.valid {
             return;
         }
-        let k = self.key.clone();
+        let k = std::mem::take(&mut self.key);
         if self.dir == Dir::Forward {
             for s in &mut self.sources {
-                if s.cur.as_ref().is_some_and(|c| c.user == k) {
+                if s.cur().is_some_and(|c| c.user == k) {
                     s.fwd_next();
                 }
             }
@@ -411,6 +440,7 @@ impl MergeIter {
             }
             self.dir = Dir::Forward;
         }
+        self.key = k;
         self.find_forward();
     }
 
@@ -418,10 +448,10 @@ impl MergeIter {
         if !self.valid {
             return;
         }
-        let k = self.key.clone();
+        let k = std::mem::take(&mut self.key);
         if self.dir == Dir::Backward {
             for s in &mut self.sources {
-                if s.cur.as_ref().is_some_and(|c| c.user == k) {
+                if s.cur().is_some_and(|c| c.user == k) {
                     s.bwd_settle();
                 }
             }
@@ -431,6 +461,7 @@ impl MergeIter {
             }
             self.dir = Dir::Backward;
         }
+        self.key = k;
         self.find_backward();
     }
 

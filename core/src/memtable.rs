@@ -51,6 +51,22 @@ impl Memtable {
         );
     }
 
+    /// `insert` taking ownership of the key buffer (commit path: no copy).
+    pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: &[u8]) {
+        self.size
+            .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        self.min_seq.fetch_min(seq, Ordering::Relaxed);
+        self.entries.fetch_add(1, Ordering::Relaxed);
+        self.map.insert(
+            IKey { user, seq },
+            MemValue {
+                kind,
+                value: Arc::from(value),
+            },
+        );
+    }
+
     pub(crate) fn size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
     }

@@ -55,6 +55,21 @@ pub(crate) fn frame_record(out: &mut Vec<u8>, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// Frames a record whose payload `encode` appends straight into `out` (no
+/// intermediate payload buffer): the header is patched afterwards.
+pub(crate) fn frame_with(out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 8]);
+    encode(out);
+    let len = (out.len() - start - 8) as u32;
+    let lb = len.to_le_bytes();
+    let c = crc32(&[&lb, out.get(start + 8..).unwrap_or(&[])]);
+    if let Some(h) = out.get_mut(start..start + 8) {
+        h[..4].copy_from_slice(&lb);
+        h[4..].copy_from_slice(&c.to_le_bytes());
+    }
+}
+
 pub(crate) struct WalWriter {
     pub number: u64,
     pub path: PathBuf,
