@@ -12,6 +12,7 @@
 
 #include "tidesdb_server.h"
 #include "tidesdb_ffi.h"
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ int begin_statement(THD *thd, tdb_trx **out);
 class Tidesdb_share : public Handler_share {
 public:
   THR_LOCK lock;
+  /* The last exact row count of a small table (see ha_tidesdb::info) and the
+     engine's entry estimate it was taken at: unchanged estimate, unchanged table. */
+  std::mutex count_mutex;
+  uint64_t count_stamp = UINT64_MAX;
+  ha_rows count_rows = 0;
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };
