@@ -434,6 +434,10 @@ int ha_tidesdb::write_row(const uchar *buf) {
     Index_entry &e = m_entries[k];
     encode_secondary(k, buf, pk, &e);
     ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
+    /* A new row's non-unique entry (key columns + primary key) is a key no other
+       transaction can write without holding this row's lock: locking it too would
+       only cost time and memory in bulk inserts. */
+    if (!e.unique) ops.back().lock = 0;
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
