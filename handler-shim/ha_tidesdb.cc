@@ -941,6 +941,15 @@ int ha_tidesdb::info(uint flag) {
   }
   if (flag & HA_STATUS_CONST) {
     stats.block_size = 8192;
+    if (m_share) {
+      std::lock_guard<std::mutex> guard(m_share->count_mutex);
+      const auto &rpk = m_share->rec_per_key;
+      for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
+        KEY *key = &table->key_info[k];
+        for (uint p = 0; p < key->user_defined_key_parts && p < rpk[k].size(); p++)
+          key->rec_per_key[p] = rpk[k][p];
+      }
+    }
   }
   if (flag & HA_STATUS_ERRKEY) {
     errkey = m_dup_key;
@@ -951,16 +960,38 @@ int ha_tidesdb::info(uint flag) {
   return 0;
 }
 
+/* The smallest key above every key that starts with *key; false if there is none
+   (all bytes 0xFF). */
+static bool prefix_successor(std::string *key) {
+  while (!key->empty()) {
+    uchar last = (uchar)key->back();
+    key->pop_back();
+    if (last != 0xFF) {
+      key->push_back((char)(last + 1));
+      return true;
+    }
+  }
+  return false;
+}
+
 ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
                                      const key_range *max_key, page_range *) {
   KEY *key_info = &table->key_info[inx];
   std::string lo, hi;
-  if (min_key)
+  /* Engine keys extend the encoded prefix (more parts, the primary key), so an
+     inclusive bound on a prefix reaches up to the prefix's successor. */
+  bool hi_open = false;
+  if (min_key) {
     encode_key_from_image(table, key_info, min_key->key, min_key->keypart_map, m_scratch_rec,
                           &lo);
-  if (max_key)
+    if (min_key->flag == HA_READ_AFTER_KEY && !prefix_successor(&lo)) return 1;
+  }
+  if (max_key) {
     encode_key_from_image(table, key_info, max_key->key, max_key->keypart_map, m_scratch_rec,
                           &hi);
+    if (max_key->flag == HA_READ_AFTER_KEY && !prefix_successor(&hi)) hi_open = true;
+  }
+  if (hi_open) max_key = nullptr;
   uint64_t n = tdb_table_keys_in_range(
       m_tbl, engine_index(inx), min_key ? (const uint8_t *)lo.data() : nullptr, lo.size(),
       max_key ? (const uint8_t *)hi.data() : nullptr, hi.size());
@@ -976,7 +1007,64 @@ double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
   return (double)ranges + (double)rows;
 }
 
-int ha_tidesdb::analyze(THD *, HA_CHECK_OPT *) {
+/* Entries of an index ANALYZE reads at most; beyond that the ratios of what it read
+   are applied to the whole table. */
+static const ha_rows ANALYZE_SAMPLE = 200000;
+
+/* ANALYZE TABLE: for every key, the number of distinct values of each key prefix
+   among (a sample of) its entries, giving rec_per_key (rows per distinct prefix)
+   for the optimizer, as InnoDB's statistics do. */
+int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
+  tdb_trx *t = tdb_trx_new();
+  if (!t || tdb_trx_begin(t, TDB_ISO_READ_COMMITTED)) {
+    if (t) tdb_trx_free(t);
+    return HA_ADMIN_FAILED;
+  }
+  std::vector<std::vector<ulong>> result(table->s->keys);
+  int st = TDB_OK;
+  thd_progress_init(thd, table->s->keys);
+  for (uint k = 0; k < table->s->keys && st == TDB_OK; k++) {
+    KEY *key = &table->key_info[k];
+    uint parts = key->user_defined_key_parts;
+    std::vector<ha_rows> distinct(parts, 0);
+    std::vector<std::string> prev(parts);
+    ha_rows entries = 0;
+    tdb_cursor *c = nullptr;
+    if ((st = tdb_cursor_open(t, m_tbl, engine_index(k), &c))) break;
+    for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK && entries < ANALYZE_SAMPLE;
+         st = tdb_cursor_next(c)) {
+      const uint8_t *kb, *vb;
+      size_t klen, vlen;
+      if ((st = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
+      entries++;
+      for (uint p = 0; p < parts; p++) {
+        size_t n = encoded_prefix_length(key, p + 1, kb, klen);
+        if (n == 0 || prev[p].size() != n || memcmp(prev[p].data(), kb, n)) {
+          distinct[p]++;
+          prev[p].assign((const char *)kb, n);
+        }
+      }
+    }
+    tdb_cursor_close(c);
+    if (st == TDB_END || st == TDB_OK) st = TDB_OK;
+    std::vector<ulong> &rpk = result[k];
+    rpk.assign(parts, 0);
+    for (uint p = 0; p < parts; p++)
+      rpk[p] = distinct[p] ? (ulong)std::max<ha_rows>(1, (entries + distinct[p] - 1) / distinct[p]) : 0;
+    /* A unique key without NULLs has one row per value. */
+    if ((key->flags & HA_NOSAME) && parts) rpk[parts - 1] = 1;
+    thd_progress_next_stage(thd);
+  }
+  thd_progress_end(thd);
+  tdb_trx_free(t);
+  if (st != TDB_OK) {
+    fail(st);
+    return HA_ADMIN_FAILED;
+  }
+  {
+    std::lock_guard<std::mutex> guard(m_share->count_mutex);
+    m_share->rec_per_key = result;
+  }
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return HA_ADMIN_OK;
 }

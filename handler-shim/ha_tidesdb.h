@@ -34,6 +34,9 @@ public:
   std::mutex count_mutex;
   uint64_t count_stamp = UINT64_MAX;
   ha_rows count_rows = 0;
+  /* Index cardinality measured by ANALYZE TABLE: rec_per_key[key][part], empty
+     until then. */
+  std::vector<std::vector<ulong>> rec_per_key;
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };

@@ -38,6 +38,23 @@ uint max_encoded_length(const KEY *key, uint n_parts) {
   return len;
 }
 
+size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, size_t len) {
+  size_t pos = 0;
+  for (uint i = 0; i < n_parts; i++) {
+    const KEY_PART_INFO *kp = &key->key_part[i];
+    if (kp->null_bit) {
+      if (pos >= len) return 0;
+      uchar marker = enc[pos];
+      if (kp->key_part_flag & HA_REVERSE_SORT) marker = (uchar)~marker;
+      pos++;
+      if (marker == 0) continue; /* NULL: no image follows */
+    }
+    pos += image_length(kp);
+    if (pos > len) return 0;
+  }
+  return pos;
+}
+
 /* Appends the image of string field f (already pointing at the record). */
 static void encode_string(const KEY_PART_INFO *kp, Field *f, std::string *out) {
   CHARSET_INFO *cs = f->charset();

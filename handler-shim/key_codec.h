@@ -43,6 +43,10 @@ uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image,
 /* The largest encoding of the first n_parts parts of key. */
 uint max_encoded_length(const KEY *key, uint n_parts);
 
+/* Byte length of the first n_parts parts at the start of an encoded key (parts are
+   fixed-width except NULL ones), or 0 if the key is shorter than that. */
+size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, size_t len);
+
 }  // namespace tidesdb
 
 #endif
