@@ -917,6 +917,45 @@ ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
   return n;
 }
 
+/* ## Format (saved statistics, tdb_table_stats_save)
+   u32 LE number of keys, then per key: u32 LE number of parts, then one u64 LE
+   rec_per_key per part. */
+static std::string serialize_rec_per_key(const std::vector<std::vector<ulong>> &rpk) {
+  std::string b;
+  auto put = [&b](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; i++) b.push_back((char)((v >> (8 * i)) & 0xFF));
+  };
+  put(rpk.size(), 4);
+  for (const auto &key : rpk) {
+    put(key.size(), 4);
+    for (ulong v : key) put(v, 8);
+  }
+  return b;
+}
+
+static bool parse_rec_per_key(const uint8_t *p, size_t len,
+                              std::vector<std::vector<ulong>> *out) {
+  size_t pos = 0;
+  auto get = [&](int bytes, uint64_t *v) {
+    if (pos + bytes > len) return false;
+    *v = 0;
+    for (int i = 0; i < bytes; i++) *v |= (uint64_t)p[pos + i] << (8 * i);
+    pos += bytes;
+    return true;
+  };
+  uint64_t keys, parts, v;
+  if (!get(4, &keys) || keys > MAX_KEY) return false;
+  out->assign(keys, {});
+  for (uint64_t k = 0; k < keys; k++) {
+    if (!get(4, &parts) || parts > MAX_REF_PARTS) return false;
+    for (uint64_t i = 0; i < parts; i++) {
+      if (!get(8, &v)) return false;
+      (*out)[k].push_back((ulong)v);
+    }
+  }
+  return pos == len;
+}
+
 int ha_tidesdb::info(uint flag) {
   if (!m_tbl) return 0;
   if (flag & HA_STATUS_VARIABLE) {
@@ -943,6 +982,16 @@ int ha_tidesdb::info(uint flag) {
     stats.block_size = 8192;
     if (m_share) {
       std::lock_guard<std::mutex> guard(m_share->count_mutex);
+      if (!m_share->stats_loaded) {
+        /* Statistics saved by an earlier ANALYZE (once per table share). */
+        m_share->stats_loaded = true;
+        const uint8_t *blob;
+        size_t len;
+        std::vector<std::vector<ulong>> saved;
+        if (!tdb_table_stats_load(m_tbl, &blob, &len) &&
+            parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys)
+          m_share->rec_per_key = saved;
+      }
       const auto &rpk = m_share->rec_per_key;
       for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
         KEY *key = &table->key_info[k];
@@ -1064,7 +1113,13 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   {
     std::lock_guard<std::mutex> guard(m_share->count_mutex);
     m_share->rec_per_key = result;
+    m_share->stats_loaded = true;
   }
+  /* Saved with the table, so plans after a restart are those after this ANALYZE,
+     as with InnoDB's persistent statistics. */
+  std::string blob = serialize_rec_per_key(result);
+  if (int sst = tdb_table_stats_save(m_tbl, (const uint8_t *)blob.data(), blob.size()))
+    fail(sst);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   return HA_ADMIN_OK;
 }

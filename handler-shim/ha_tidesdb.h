@@ -37,6 +37,7 @@ public:
   /* Index cardinality measured by ANALYZE TABLE: rec_per_key[key][part], empty
      until then. */
   std::vector<std::vector<ulong>> rec_per_key;
+  bool stats_loaded = false; /* rec_per_key was read from the catalog or measured */
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };

@@ -118,6 +118,13 @@ int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
 /* Approximate number of keys of an index between two encoded bounds (NULL = open). */
 uint64_t tdb_table_keys_in_range(tdb_table *table, uint32_t index, const uint8_t *lo,
                                  size_t lo_len, const uint8_t *hi, size_t hi_len);
+/* Optimizer statistics of the table (the shim's own serialisation of what ANALYZE
+   TABLE measured), kept in the catalog so they survive restarts. load returns
+   TDB_NOT_FOUND when none were saved; *blob stays valid until the next call on
+   table. */
+int tdb_table_stats_save(tdb_table *table, const uint8_t *blob, size_t len);
+int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
+
 /* Compacts every column family of the table (OPTIMIZE TABLE). */
 int tdb_table_compact(tdb_table *table);
 

@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
 //! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a commit that does not wait for fsync: it is durable no later than the commit that used the value, which follows it in the WAL) |
+//! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `table/<name>` | [`TableMeta`]: `u8 version = 1`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option) |
 //!
 //! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
@@ -31,6 +32,14 @@ const CATALOG_CF: &str = "__catalog";
 const NEXT_ID_KEY: &[u8] = b"next_table_id";
 const TABLE_PREFIX: &[u8] = b"table/";
 const AUTOINC_PREFIX: &[u8] = b"autoinc/";
+
+const STATS_PREFIX: &[u8] = b"stats/";
+
+fn stats_key(table_id: u64) -> Vec<u8> {
+    let mut k = STATS_PREFIX.to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
 
 fn autoinc_key(table_id: u64) -> Vec<u8> {
     let mut k = AUTOINC_PREFIX.to_vec();
@@ -174,6 +183,24 @@ impl TableShared {
             *c = next.max(persisted).max(option).max(1);
         }
         Ok(*c)
+    }
+
+    /// Saves the table's optimizer statistics (durable per the sync mode).
+    pub fn save_stats(&self, blob: &[u8]) -> FfiResult<()> {
+        let table_id = self.state.read().meta.table_id;
+        let mut txn = self.db.begin(Isolation::ReadCommitted);
+        txn.put(&self.catalog_cf, &stats_key(table_id), blob)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The table's saved optimizer statistics, if any.
+    pub fn load_stats(&self) -> FfiResult<Option<Vec<u8>>> {
+        let table_id = self.state.read().meta.table_id;
+        let mut txn = self.db.begin(Isolation::ReadCommitted);
+        let v = txn.get(&self.catalog_cf, &stats_key(table_id))?;
+        txn.rollback();
+        Ok(v)
     }
 
     fn persist_autoinc(&self, value: u64) -> FfiResult<()> {
@@ -444,6 +471,7 @@ impl Catalog {
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &table_key(name))?;
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
+        txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.commit()?;
         self.forget(name);
         Self::drop_cfs(db, &meta)
@@ -486,6 +514,7 @@ impl Catalog {
         }
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &autoinc_key(old.table_id))?;
+        txn.delete(&self.cf, &stats_key(old.table_id))?;
         txn.commit()?;
         Self::drop_cfs(db, &old)
     }

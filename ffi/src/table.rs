@@ -291,6 +291,48 @@ pub unsafe extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64
     with_table(table, (), |t| t.shared.autoinc_observe(value, max))
 }
 
+/// # Safety
+/// `table` must be a live handle and `blob` point to `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_stats_save(
+    table: *mut Table,
+    blob: *const u8,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle and a valid buffer by contract.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let blob = unsafe { raw::bytes(blob, len) }?;
+        table.shared.save_stats(blob)
+    })
+}
+
+/// # Safety
+/// `table` must be a live handle; `blob`/`len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_stats_load(
+    table: *mut Table,
+    blob: *mut *const u8,
+    len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        match table.shared.load_stats()? {
+            None => Err(FfiError::quiet(Status::NotFound)),
+            Some(v) => {
+                table.scratch = v;
+                // SAFETY: writable by contract; scratch lives until the next call.
+                unsafe {
+                    raw::write_out(blob, table.scratch.as_ptr())?;
+                    raw::write_out(len, table.scratch.len())
+                }
+            }
+        }
+    })
+}
+
 /// `struct tdb_table_stats` of the header.
 #[repr(C)]
 pub struct TableStats {
