@@ -22,6 +22,7 @@ mod error;
 mod fsutil;
 #[cfg(test)]
 mod fuzz_tests;
+mod fxhash;
 mod iter;
 mod key;
 mod lock;

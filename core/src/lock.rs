@@ -4,12 +4,22 @@
 //! Locks are keyed by (column family id, key) and work for keys that do not
 //! exist. A transaction that would close a cycle in the wait-for graph is the
 //! victim and gets `Error::Deadlock` immediately. Waiters re-check every 50 ms
-//! (timeouts, cancellation) and are woken on every release in their shard.
-//! Locks are held until commit / rollback / drop of the transaction.
+//! (timeouts, cancellation) and are woken when a lock they wait for is
+//! released. Locks are held until commit / rollback / drop of the transaction.
+//!
+//! Cost model (a large INSERT ... SELECT takes millions of locks in one txn):
+//! the (cf, key) pair is encoded once into one shared allocation
+//! ([`LockKey`], varint cf + key bytes) referenced by both the global table
+//! and the transaction's own lock map; the holder of an uncontended lock is
+//! stored inline in the table entry; an uncontended lock takes one shard
+//! mutex, one hash probe and one allocation and never touches the wait-for
+//! graph. Tables hash with [`crate::fxhash`].
 
 use crate::error::{Error, Result};
+use crate::fxhash::{FxBuildHasher, FxHashMap};
 use parking_lot::{Condvar, Mutex};
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry as MapEntry;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,22 +33,110 @@ pub enum LockMode {
     Exclusive,
 }
 
-type LockKey = (u64, Vec<u8>);
+/// Encoded (cf, key): varint cf id followed by the key bytes (the varint is
+/// prefix-free, so the encoding is unambiguous). Shared between the global
+/// table and the owning transaction's lock map.
+pub(crate) type LockKey = Arc<[u8]>;
 
-#[derive(Default)]
+/// Encodes (cf, key) into `buf` (cleared first).
+pub(crate) fn encode_key(buf: &mut Vec<u8>, cf: u64, key: &[u8]) {
+    buf.clear();
+    crate::coding::put_varint(buf, cf);
+    buf.extend_from_slice(key);
+}
+
+/// Holders of one key. The first holder is inline (no allocation for the
+/// common single-holder case); further (shared) holders go to `more`.
+/// Invariant: `first.is_none()` implies `more` is empty.
 struct Entry {
-    holders: Vec<(u64, LockMode)>,
-    waiters: usize,
+    first: Option<(u64, LockMode)>,
+    more: Option<Box<[(u64, LockMode)]>>,
+    waiters: u32,
+}
+
+impl Entry {
+    fn new(me: u64, mode: LockMode) -> Entry {
+        Entry {
+            first: Some((me, mode)),
+            more: None,
+            waiters: 0,
+        }
+    }
+
+    fn holders(&self) -> impl Iterator<Item = &(u64, LockMode)> {
+        self.first
+            .iter()
+            .chain(self.more.iter().flat_map(|m| m.iter()))
+    }
+
+    fn blocks(me: u64, mode: LockMode, h: &(u64, LockMode)) -> bool {
+        h.0 != me && (mode == LockMode::Exclusive || h.1 == LockMode::Exclusive)
+    }
+
+    fn conflicts(&self, me: u64, mode: LockMode) -> bool {
+        self.holders().any(|h| Self::blocks(me, mode, h))
+    }
+
+    fn blockers(&self, me: u64, mode: LockMode) -> Vec<u64> {
+        self.holders()
+            .filter(|h| Self::blocks(me, mode, h))
+            .map(|h| h.0)
+            .collect()
+    }
+
+    /// Adds / upgrades `me` (caller checked there is no conflict).
+    fn grant(&mut self, me: u64, mode: LockMode) {
+        let found = match &mut self.first {
+            None => {
+                self.first = Some((me, mode));
+                return;
+            }
+            Some(h) if h.0 == me => Some(h),
+            Some(_) => self
+                .more
+                .as_mut()
+                .and_then(|m| m.iter_mut().find(|h| h.0 == me)),
+        };
+        match found {
+            Some(h) => {
+                if mode == LockMode::Exclusive {
+                    h.1 = LockMode::Exclusive;
+                }
+            }
+            None => {
+                let mut v = self.more.take().map(Vec::from).unwrap_or_default();
+                v.push((me, mode));
+                self.more = Some(v.into_boxed_slice());
+            }
+        }
+    }
+
+    fn release(&mut self, me: u64) {
+        let mut more = self.more.take().map(Vec::from).unwrap_or_default();
+        if matches!(self.first, Some((t, _)) if t == me) {
+            self.first = more.pop();
+        } else {
+            more.retain(|h| h.0 != me);
+        }
+        if !more.is_empty() {
+            self.more = Some(more.into_boxed_slice());
+        }
+    }
+
+    fn is_free(&self) -> bool {
+        self.first.is_none() && self.waiters == 0
+    }
 }
 
 struct Shard {
-    map: Mutex<HashMap<LockKey, Entry>>,
+    map: Mutex<FxHashMap<LockKey, Entry>>,
     cv: Condvar,
 }
 
 pub(crate) struct LockManager {
     shards: Vec<Shard>,
-    waits_for: Mutex<HashMap<u64, Vec<u64>>>,
+    hasher: FxBuildHasher,
+    waits_for: Mutex<FxHashMap<u64, Vec<u64>>>,
 }
 
 impl LockManager {
@@ -46,30 +144,34 @@ impl LockManager {
         LockManager {
             shards: (0..SHARDS)
                 .map(|_| Shard {
-                    map: Mutex::new(HashMap::new()),
+                    map: Mutex::new(FxHashMap::default()),
                     cv: Condvar::new(),
                 })
                 .collect(),
-            waits_for: Mutex::new(HashMap::new()),
+            hasher: FxBuildHasher::default(),
+            waits_for: Mutex::new(FxHashMap::default()),
         }
     }
 
-    fn shard(&self, cf: u64, key: &[u8]) -> &Shard {
-        let h = crate::coding::hash64(key) ^ cf.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        &self.shards[(h % SHARDS as u64) as usize]
+    fn shard(&self, k: &[u8]) -> &Shard {
+        // Bits 40..46: disjoint from the low bits (bucket index) and the top
+        // 7 bits (control tag) hashbrown uses inside a shard.
+        let h = self.hasher.hash_one(k);
+        &self.shards[((h >> 40) as usize) % SHARDS]
     }
 
     fn would_deadlock(&self, me: u64, blockers: &[u64]) -> bool {
         let wf = self.waits_for.lock();
         let mut stack: Vec<u64> = blockers.to_vec();
-        let mut seen = HashSet::new();
+        let mut seen: Vec<u64> = Vec::new();
         while let Some(t) = stack.pop() {
             if t == me {
                 return true;
             }
-            if !seen.insert(t) {
+            if seen.contains(&t) {
                 continue;
             }
+            seen.push(t);
             if let Some(next) = wf.get(&t) {
                 stack.extend_from_slice(next);
             }
@@ -77,7 +179,7 @@ impl LockManager {
         false
     }
 
-    /// Acquires (or upgrades) a lock for transaction `me`.
+    /// Acquires (or upgrades) a lock on (cf, key) for transaction `me`.
     pub(crate) fn lock(
         &self,
         me: u64,
@@ -87,30 +189,48 @@ impl LockManager {
         timeout: Duration,
         cancel: &AtomicBool,
     ) -> Result<()> {
-        let deadline = Instant::now().checked_add(timeout);
-        let sh = self.shard(cf, key);
+        let mut k = Vec::with_capacity(key.len() + 10);
+        encode_key(&mut k, cf, key);
+        self.lock_key(me, &k, mode, timeout, cancel).map(|_| ())
+    }
+
+    /// Acquires (or upgrades) a lock on an encoded key (see [`encode_key`]);
+    /// returns the table's shared copy of the key.
+    pub(crate) fn lock_key(
+        &self,
+        me: u64,
+        k: &[u8],
+        mode: LockMode,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<LockKey> {
+        let sh = self.shard(k);
         let mut map = sh.map.lock();
-        let k: LockKey = (cf, key.to_vec());
+        // Fast path: free key (one probe, one allocation) or no conflict.
+        let key = match map.entry(Arc::from(k)) {
+            MapEntry::Vacant(v) => {
+                let key = v.key().clone();
+                v.insert(Entry::new(me, mode));
+                return Ok(key);
+            }
+            MapEntry::Occupied(mut o) => {
+                if !o.get().conflicts(me, mode) {
+                    o.get_mut().grant(me, mode);
+                    return Ok(o.key().clone());
+                }
+                o.key().clone()
+            }
+        };
+        // Slow path: wait.
+        let deadline = Instant::now().checked_add(timeout);
         let mut waiting = false;
         let res = loop {
-            let e = map.entry(k.clone()).or_default();
-            let blockers: Vec<u64> = e
-                .holders
-                .iter()
-                .filter(|(t, m)| {
-                    *t != me && (mode == LockMode::Exclusive || *m == LockMode::Exclusive)
-                })
-                .map(|(t, _)| *t)
-                .collect();
+            let e = map
+                .entry(key.clone())
+                .or_insert_with(|| Entry::new(me, mode));
+            let blockers = e.blockers(me, mode);
             if blockers.is_empty() {
-                match e.holders.iter_mut().find(|(t, _)| *t == me) {
-                    Some(h) => {
-                        if mode == LockMode::Exclusive {
-                            h.1 = LockMode::Exclusive;
-                        }
-                    }
-                    None => e.holders.push((me, mode)),
-                }
+                e.grant(me, mode);
                 break Ok(());
             }
             if !waiting {
@@ -133,33 +253,51 @@ impl LockManager {
             sh.cv.wait_until(&mut map, wake);
         };
         self.waits_for.lock().remove(&me);
-        if waiting {
-            if let Some(e) = map.get_mut(&k) {
+        if let Some(e) = map.get_mut(&*key) {
+            if waiting {
                 e.waiters -= 1;
             }
-        }
-        if res.is_err() {
-            if let Some(e) = map.get(&k) {
-                if e.holders.is_empty() && e.waiters == 0 {
-                    map.remove(&k);
-                }
+            if res.is_err() && e.is_free() {
+                map.remove(&*key);
             }
         }
-        res
+        res.map(|()| key)
     }
 
-    pub(crate) fn unlock_all(&self, me: u64, keys: &[(u64, Vec<u8>)]) {
-        for (cf, key) in keys {
-            let sh = self.shard(*cf, key);
-            let mut map = sh.map.lock();
-            let k = (*cf, key.clone());
-            if let Some(e) = map.get_mut(&k) {
-                e.holders.retain(|(t, _)| *t != me);
-                if e.holders.is_empty() && e.waiters == 0 {
-                    map.remove(&k);
-                }
-            }
+    /// Releases `me`'s lock on one encoded key; wakes waiters of that key.
+    fn release(&self, me: u64, k: &[u8]) {
+        let sh = self.shard(k);
+        let mut map = sh.map.lock();
+        let Some(e) = map.get_mut(k) else {
+            return;
+        };
+        e.release(me);
+        if e.waiters > 0 {
             sh.cv.notify_all();
+        } else if e.first.is_none() {
+            map.remove(k);
+            // Give memory back after a large transaction (amortized O(1)).
+            let (len, cap) = (map.len(), map.capacity());
+            if cap > 1024 && len * 8 < cap {
+                map.shrink_to(len * 2);
+            }
+        }
+    }
+
+    /// Releases `me`'s locks on encoded keys (a transaction's own lock map).
+    pub(crate) fn unlock_keys(&self, me: u64, keys: impl IntoIterator<Item = LockKey>) {
+        for k in keys {
+            self.release(me, &k);
+        }
+        self.waits_for.lock().remove(&me);
+    }
+
+    /// Releases `me`'s locks on (cf, key) pairs (detached prepared txns).
+    pub(crate) fn unlock_all(&self, me: u64, keys: &[(u64, Vec<u8>)]) {
+        let mut k = Vec::new();
+        for (cf, key) in keys {
+            encode_key(&mut k, *cf, key);
+            self.release(me, &k);
         }
         self.waits_for.lock().remove(&me);
     }
@@ -187,5 +325,32 @@ impl CancelHandle {
         if let Some(db) = self.db.upgrade() {
             db.locks.wake_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_holders() {
+        let mut e = Entry::new(1, LockMode::Shared);
+        assert!(!e.conflicts(2, LockMode::Shared));
+        e.grant(2, LockMode::Shared);
+        e.grant(3, LockMode::Shared);
+        assert_eq!(e.blockers(4, LockMode::Exclusive), vec![1, 2, 3]);
+        e.release(1);
+        assert_eq!(e.blockers(4, LockMode::Exclusive).len(), 2);
+        e.release(3);
+        e.grant(2, LockMode::Exclusive);
+        assert!(e.more.is_none());
+        assert_eq!(e.first, Some((2, LockMode::Exclusive)));
+        e.release(2);
+        assert!(e.is_free());
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        encode_key(&mut a, 1, &[0x80]);
+        encode_key(&mut b, 0x80, &[]);
+        assert_ne!(a, b);
     }
 }

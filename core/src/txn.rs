@@ -17,7 +17,30 @@ use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::key::Kind;
-use crate::lock::{CancelHandle, LockMode};
+use crate::lock::{CancelHandle, LockKey, LockMode};
+
+/// Flag bit in a `Txn::locks` value: the lock is exclusive (the rest of the
+/// value is the visible sequence when it was granted).
+const LOCK_X: u64 = 1 << 63;
+
+/// Sequence from which a written key is conflict-checked: keys locked
+/// exclusively are checked from the lock time on, others from the snapshot.
+fn check_seq(
+    locks: &crate::fxhash::FxHashMap<LockKey, u64>,
+    buf: &mut Vec<u8>,
+    cf: u64,
+    key: &[u8],
+    snap: u64,
+) -> u64 {
+    if locks.is_empty() {
+        return snap;
+    }
+    crate::lock::encode_key(buf, cf, key);
+    match locks.get(&buf[..]) {
+        Some(v) if v & LOCK_X != 0 => (v & !LOCK_X).max(snap),
+        _ => snap,
+    }
+}
 use crate::memtable::{MemIter, Memtable};
 use crate::options::{CommitOptions, Isolation, IterOptions};
 use crate::spill::{Run, RunIter};
@@ -114,8 +137,11 @@ pub struct Txn {
     next_sp: u64,
     done: bool,
     pub(crate) id: u64,
-    /// Locks held: (cf, key) -> (mode, visible sequence when acquired).
-    locks: std::collections::HashMap<(u64, Vec<u8>), (LockMode, u64)>,
+    /// Locks held: encoded (cf, key) (shared with the lock table) -> visible
+    /// sequence when acquired, `LOCK_X` set if exclusive.
+    locks: crate::fxhash::FxHashMap<LockKey, u64>,
+    /// Scratch buffer for encoding lock keys.
+    lock_buf: Vec<u8>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
     /// Xid once `prepare` succeeded.
     prepared: Option<Vec<u8>>,
@@ -130,7 +156,8 @@ impl Txn {
         let spill_threshold = db.spill_threshold.load(Ordering::Relaxed);
         Txn {
             id,
-            locks: std::collections::HashMap::new(),
+            locks: crate::fxhash::FxHashMap::default(),
+            lock_buf: Vec::new(),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             db,
             iso,
@@ -435,16 +462,13 @@ impl Txn {
     /// Newest version of every written key, grouped per column family.
     pub(crate) fn collect_ops(&self) -> Result<crate::db::CfOps> {
         let mut ops = Vec::new();
+        let mut buf = Vec::new();
         for (id, w) in &self.ws {
             let mut last: Option<Vec<u8>> = None;
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    // Keys locked exclusively are checked from the lock time on.
-                    let check = match self.locks.get(&(*id, k.user.clone())) {
-                        Some((LockMode::Exclusive, at)) => (*at).max(self.snap.seq),
-                        _ => self.snap.seq,
-                    };
+                    let check = check_seq(&self.locks, &mut buf, *id, &k.user, self.snap.seq);
                     ops.push((
                         w.cf.clone(),
                         Op {
@@ -595,8 +619,8 @@ impl Txn {
 
     fn release_locks(&mut self) {
         if !self.locks.is_empty() {
-            let keys: Vec<(u64, Vec<u8>)> = self.locks.drain().map(|(k, _)| k).collect();
-            self.db.locks.unlock_all(self.id, &keys);
+            let locks = std::mem::take(&mut self.locks);
+            self.db.locks.unlock_keys(self.id, locks.into_keys());
         }
     }
 
@@ -610,19 +634,30 @@ impl Txn {
     /// against commits that happened before the lock).
     pub fn lock(&mut self, cf: &Cf, key: &[u8], mode: LockMode, timeout: Duration) -> Result<()> {
         self.check(cf)?;
-        let k = (cf.id(), key.to_vec());
-        if let Some((m, _)) = self.locks.get(&k) {
-            if *m == LockMode::Exclusive || mode == LockMode::Shared {
+        crate::lock::encode_key(&mut self.lock_buf, cf.id(), key);
+        if let Some(v) = self.locks.get(&self.lock_buf[..]) {
+            if v & LOCK_X != 0 || mode == LockMode::Shared {
                 return Ok(());
             }
         }
-        self.db
+        let k = self
+            .db
             .locks
-            .lock(self.id, cf.id(), key, mode, timeout, &self.cancel)?;
-        let at = self.db.visible_seq.load(Ordering::Acquire);
-        let e = self.locks.entry(k).or_insert((mode, at));
-        if mode == LockMode::Exclusive {
-            *e = (LockMode::Exclusive, at);
+            .lock_key(self.id, &self.lock_buf, mode, timeout, &self.cancel)?;
+        let at = self.db.visible_seq.load(Ordering::Acquire) & !LOCK_X;
+        let v = match mode {
+            LockMode::Exclusive => at | LOCK_X,
+            LockMode::Shared => at,
+        };
+        match self.locks.entry(k) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if mode == LockMode::Exclusive {
+                    *o.get_mut() = v;
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+            }
         }
         Ok(())
     }
@@ -675,15 +710,9 @@ impl Txn {
         }
         let snap = self.snap.seq;
         let locks = &self.locks;
-        let check = |cf: u64, key: &[u8]| -> u64 {
-            if locks.is_empty() {
-                return snap;
-            }
-            match locks.get(&(cf, key.to_vec())) {
-                Some((LockMode::Exclusive, at)) => (*at).max(snap),
-                _ => snap,
-            }
-        };
+        let buf = std::cell::RefCell::new(Vec::new());
+        let check =
+            |cf: u64, key: &[u8]| -> u64 { check_seq(locks, &mut buf.borrow_mut(), cf, key, snap) };
         self.db.commit_spilled(parts, &check)
     }
 }
