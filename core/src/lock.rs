@@ -50,9 +50,12 @@ pub(crate) fn encode_key(buf: &mut Vec<u8>, cf: u64, key: &[u8]) {
 /// Invariant: `first.is_none()` implies `more` is empty.
 struct Entry {
     first: Option<(u64, LockMode)>,
-    more: Option<Box<[(u64, LockMode)]>>,
+    more: Option<Box<More>>,
     waiters: u32,
 }
+
+/// Shared holders beyond the first (rare; boxed to keep `Entry` small).
+struct More(Vec<(u64, LockMode)>);
 
 impl Entry {
     fn new(me: u64, mode: LockMode) -> Entry {
@@ -66,7 +69,7 @@ impl Entry {
     fn holders(&self) -> impl Iterator<Item = &(u64, LockMode)> {
         self.first
             .iter()
-            .chain(self.more.iter().flat_map(|m| m.iter()))
+            .chain(self.more.iter().flat_map(|m| m.0.iter()))
     }
 
     fn blocks(me: u64, mode: LockMode, h: &(u64, LockMode)) -> bool {
@@ -95,7 +98,7 @@ impl Entry {
             Some(_) => self
                 .more
                 .as_mut()
-                .and_then(|m| m.iter_mut().find(|h| h.0 == me)),
+                .and_then(|m| m.0.iter_mut().find(|h| h.0 == me)),
         };
         match found {
             Some(h) => {
@@ -104,22 +107,28 @@ impl Entry {
                 }
             }
             None => {
-                let mut v = self.more.take().map(Vec::from).unwrap_or_default();
-                v.push((me, mode));
-                self.more = Some(v.into_boxed_slice());
+                self.more
+                    .get_or_insert_with(|| Box::new(More(Vec::new())))
+                    .0
+                    .push((me, mode));
             }
         }
     }
 
     fn release(&mut self, me: u64) {
-        let mut more = self.more.take().map(Vec::from).unwrap_or_default();
+        let Some(mut more) = self.more.take() else {
+            if matches!(self.first, Some((t, _)) if t == me) {
+                self.first = None;
+            }
+            return;
+        };
         if matches!(self.first, Some((t, _)) if t == me) {
-            self.first = more.pop();
+            self.first = more.0.pop();
         } else {
-            more.retain(|h| h.0 != me);
+            more.0.retain(|h| h.0 != me);
         }
-        if !more.is_empty() {
-            self.more = Some(more.into_boxed_slice());
+        if !more.0.is_empty() {
+            self.more = Some(more);
         }
     }
 
@@ -334,6 +343,7 @@ mod tests {
 
     #[test]
     fn entry_holders() {
+        assert!(std::mem::size_of::<Entry>() <= 32);
         let mut e = Entry::new(1, LockMode::Shared);
         assert!(!e.conflicts(2, LockMode::Shared));
         e.grant(2, LockMode::Shared);
