@@ -835,56 +835,40 @@ int ha_tidesdb::index_read_last_map(uchar *buf, const uchar *key, key_part_map k
   return index_read_map(buf, key, keypart_map, HA_READ_PREFIX_LAST);
 }
 
-int ha_tidesdb::index_next(uchar *buf) {
+int ha_tidesdb::index_step(uchar *buf, bool forward) {
   int st;
   if (!m_cursor_positioned) {
-    /* After a point read: continue after that row. */
+    /* After a point read (or a HANDLER statement that closed the cursor): continue
+       from the last entry read, the primary key on the rows index, the whole entry
+       key on a secondary one. */
     if (!m_cursor) {
       if (int err = open_cursor(engine_index(active_index))) return err;
     }
-    /* Continue from the last entry read: the primary key on the rows index, the
-       whole entry key on a secondary one. */
     const std::string &from = m_cursor_index == 0 ? m_last_pk : m_last_entry_key;
-    st = tdb_cursor_seek(m_cursor, TDB_SEEK_GT_PREFIX, (const uint8_t *)from.data(), from.size());
+    st = tdb_cursor_seek(m_cursor, forward ? TDB_SEEK_GT_PREFIX : TDB_SEEK_LT,
+                         (const uint8_t *)from.data(), from.size());
   } else {
-    st = tdb_cursor_next(m_cursor);
+    st = forward ? tdb_cursor_next(m_cursor) : tdb_cursor_prev(m_cursor);
   }
-  return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
+  return cursor_read(buf, st, forward, nullptr, HA_ERR_END_OF_FILE);
 }
 
-int ha_tidesdb::index_prev(uchar *buf) {
-  int st;
-  if (!m_cursor_positioned) {
-    if (!m_cursor) {
-      if (int err = open_cursor(engine_index(active_index))) return err;
-    }
-    /* Continue from the last entry read: the primary key on the rows index, the
-       whole entry key on a secondary one. */
-    const std::string &from = m_cursor_index == 0 ? m_last_pk : m_last_entry_key;
-    st = tdb_cursor_seek(m_cursor, TDB_SEEK_LT, (const uint8_t *)from.data(), from.size());
-  } else {
-    st = tdb_cursor_prev(m_cursor);
-  }
-  return cursor_read(buf, st, false, nullptr, HA_ERR_END_OF_FILE);
-}
+int ha_tidesdb::index_next(uchar *buf) { return index_step(buf, true); }
 
-int ha_tidesdb::index_first(uchar *buf) {
+int ha_tidesdb::index_prev(uchar *buf) { return index_step(buf, false); }
+
+int ha_tidesdb::index_edge(uchar *buf, bool first) {
   if (!m_cursor) {
     if (int err = open_cursor(engine_index(active_index))) return err;
   }
   m_cursor_key = active_index;
-  int st = tdb_cursor_seek(m_cursor, TDB_SEEK_FIRST, nullptr, 0);
-  return cursor_read(buf, st, true, nullptr, HA_ERR_END_OF_FILE);
+  int st = tdb_cursor_seek(m_cursor, first ? TDB_SEEK_FIRST : TDB_SEEK_LAST, nullptr, 0);
+  return cursor_read(buf, st, first, nullptr, HA_ERR_END_OF_FILE);
 }
 
-int ha_tidesdb::index_last(uchar *buf) {
-  if (!m_cursor) {
-    if (int err = open_cursor(engine_index(active_index))) return err;
-  }
-  m_cursor_key = active_index;
-  int st = tdb_cursor_seek(m_cursor, TDB_SEEK_LAST, nullptr, 0);
-  return cursor_read(buf, st, false, nullptr, HA_ERR_END_OF_FILE);
-}
+int ha_tidesdb::index_first(uchar *buf) { return index_edge(buf, true); }
+
+int ha_tidesdb::index_last(uchar *buf) { return index_edge(buf, false); }
 
 /* ------------------------------------------------------- statistics, admin */
 

@@ -146,6 +146,9 @@ private:
      on into buf, stepping on (forward or back) past entries a locking read finds
      stale; not_found when the cursor ran out or left prefix. */
   int cursor_read(uchar *buf, int st, bool forward, const std::string *prefix, int not_found);
+  /* index_next / index_prev, and index_first / index_last. */
+  int index_step(uchar *buf, bool forward);
+  int index_edge(uchar *buf, bool first);
   int fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen);
   /* Reads a row by primary key: a snapshot read, or a locking one (see m_lock_rows). */

@@ -17,6 +17,27 @@ pub struct Table {
     scratch: Vec<u8>,
 }
 
+impl Table {
+    /// Keeps `bytes` in the handle and points the caller's out-parameters at them
+    /// (valid until the next call on this handle).
+    ///
+    /// # Safety
+    /// `ptr` and `len` must be valid for writes.
+    unsafe fn hand_out(
+        &mut self,
+        bytes: Vec<u8>,
+        ptr: *mut *const u8,
+        len: *mut usize,
+    ) -> FfiResult<()> {
+        self.scratch = bytes;
+        // SAFETY: writable by the caller's contract.
+        unsafe {
+            raw::write_out(ptr, self.scratch.as_ptr())?;
+            raw::write_out(len, self.scratch.len())
+        }
+    }
+}
+
 /// `struct tdb_op` of the header.
 #[repr(C)]
 pub struct Op {
@@ -320,15 +341,9 @@ pub unsafe extern "C" fn tdb_table_stats_load(
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
         match table.shared.load_stats()? {
+            // SAFETY: writable by contract.
+            Some(v) => unsafe { table.hand_out(v, blob, len) },
             None => Err(FfiError::quiet(Status::NotFound)),
-            Some(v) => {
-                table.scratch = v;
-                // SAFETY: writable by contract; scratch lives until the next call.
-                unsafe {
-                    raw::write_out(blob, table.scratch.as_ptr())?;
-                    raw::write_out(len, table.scratch.len())
-                }
-            }
         }
     })
 }
@@ -466,15 +481,9 @@ pub unsafe extern "C" fn tdb_get(
         let key = unsafe { raw::bytes(key, key_len) }?;
         let cf = table.shared.cf(index)?;
         match trx.txn()?.get(&cf, key)? {
+            // SAFETY: writable by contract.
+            Some(v) => unsafe { table.hand_out(v, value, value_len) },
             None => Err(FfiError::quiet(Status::NotFound)),
-            Some(v) => {
-                table.scratch = v;
-                // SAFETY: writable by contract; scratch lives until the next call.
-                unsafe {
-                    raw::write_out(value, table.scratch.as_ptr())?;
-                    raw::write_out(value_len, table.scratch.len())
-                }
-            }
         }
     })
 }
@@ -508,15 +517,9 @@ pub unsafe extern "C" fn tdb_lock_row(
         let txn = trx.txn()?;
         txn.lock(&cf, key, mode, timeout)?;
         match txn.get_latest(&cf, key)? {
+            // SAFETY: writable by contract.
+            Some(v) => unsafe { table.hand_out(v, value, value_len) },
             None => Err(FfiError::quiet(Status::NotFound)),
-            Some(v) => {
-                table.scratch = v;
-                // SAFETY: writable by contract; scratch lives until the next call.
-                unsafe {
-                    raw::write_out(value, table.scratch.as_ptr())?;
-                    raw::write_out(value_len, table.scratch.len())
-                }
-            }
         }
     })
 }
