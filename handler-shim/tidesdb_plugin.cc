@@ -228,19 +228,20 @@ static int tidesdb_savepoint_set(handlerton *, THD *thd, void *sv) {
   return st ? to_ha_error(st, thd) : 0;
 }
 
-static int tidesdb_savepoint_rollback(handlerton *, THD *thd, void *sv) {
-  tdb_trx *trx = get_trx(thd, true);
+/* The engine savepoint id kept in the server's savepoint area. */
+static uint64_t savepoint_id(const void *sv) {
   uint64_t id;
   memcpy(&id, sv, sizeof(id));
-  int st = tdb_trx_savepoint_rollback(trx, id);
+  return id;
+}
+
+static int tidesdb_savepoint_rollback(handlerton *, THD *thd, void *sv) {
+  int st = tdb_trx_savepoint_rollback(get_trx(thd, true), savepoint_id(sv));
   return st ? to_ha_error(st, thd) : 0;
 }
 
 static int tidesdb_savepoint_release(handlerton *, THD *thd, void *sv) {
-  tdb_trx *trx = get_trx(thd, true);
-  uint64_t id;
-  memcpy(&id, sv, sizeof(id));
-  int st = tdb_trx_savepoint_release(trx, id);
+  int st = tdb_trx_savepoint_release(get_trx(thd, true), savepoint_id(sv));
   return st ? to_ha_error(st, thd) : 0;
 }
 
