@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -13,6 +13,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
   ins  10 threads x 1000 autocommit INSERTs (full and relaxed durability)
   sb   sysbench 1.0.20 oltp_point_select/read_only/write_only/insert at 1, 2, 8 threads
   gis  spatial and full-text support (and small InnoDB figures)
+  fts  full-text search over a real corpus (scripts/bench_fulltext.py)
+  iib  insert benchmark, 3 secondary indexes, rows/s over time (scripts/bench_iibench.py)
 """
 import argparse
 import bisect
@@ -31,6 +33,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mariadb_client import Conn, Server, ROOT  # noqa: E402
+import bench_fulltext  # noqa: E402
+import bench_iibench  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks"}
@@ -43,16 +47,19 @@ PROFILES = {
     "quick": dict(lv_rows=100, lv_warm=8, lv_secs=2.0, lv_max_ops=3000,
                   ins_threads=10, ins_per_thread=1000, ins_warm=200,
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
-                  gis_rows=3000, gis_secs=1.5),
+                  gis_rows=3000, gis_secs=1.5,
+                  fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
-                  gis_rows=200, gis_secs=0.3),
+                  gis_rows=200, gis_secs=0.3,
+                  fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
-                 gis_rows=20000, gis_secs=5.0),
+                 gis_rows=20000, gis_secs=5.0,
+                 fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000),
 }
 
 CACHE = "256M"
@@ -69,7 +76,8 @@ rocksdb_flush_log_at_trx_commit = 2
 tidesdb_sync_mode = INTERVAL
 tidesdb_sync_interval_ms = 1000
 """.format(c=CACHE)
-DIRECT_CNF = """# direct I/O for reads (TidesDB has no such option yet)
+DIRECT_CNF = """# direct I/O for reads (loose-: a TidesDB build without the variable still starts)
+loose-tidesdb_use_direct_reads = ON
 innodb_flush_method = O_DIRECT
 rocksdb_use_direct_reads = ON
 """
@@ -617,6 +625,9 @@ def charts(out, d):
         axs[0].legend()
         fig.tight_layout()
         made.append(save(fig, d, "sysbench.png"))
+    ch = bench_iibench.chart(sys.modules[__name__], out, d, plt)
+    if ch:
+        made.append(ch)
     return made
 
 
@@ -663,6 +674,7 @@ def goals(out):
     ins = out.get("concurrent_inserts", {}).get("results", {})
     sb = out.get("sysbench", {}).get("results", {})
     pr = out.get("sysbench", {}).get("prepare", {})
+    ib = out.get("iibench", {}).get("engines", {})
 
     def qv(lab, key):
         return lv.get(lab, {}).get("queries", {}).get(key, {}).get("qps")
@@ -675,6 +687,7 @@ def goals(out):
             ("10x1000 inserts, relaxed durability", lambda lab: ins.get(lab, {}).get("relaxed")),
             ("sysbench oltp_insert 1 thr", lambda lab: sb.get(lab, {}).get("oltp_insert/1", {}).get("tps")),
             ("sysbench oltp_insert 8 thr", lambda lab: sb.get(lab, {}).get("oltp_insert/8", {}).get("tps")),
+            ("insert benchmark, 3 secondary indexes", lambda lab: ib.get(lab, {}).get("rows_s")),
         ]),
         ("point read of a few columns >= 0.8x InnoDB", 0.8, True, [
             ("meta by PK, zipfian", lambda lab: qv(lab, "meta_by_pk/zipfian")),
@@ -868,6 +881,8 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
                     cells.append("**unsupported** (`%s`)" % x.get("error", "")[:90])
             A("| %s | %s |" % (lab, " | ".join(cells)))
         A("")
+    bench_fulltext.markdown(sys.modules[__name__], out, A)
+    bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
     A("## Goals from the issue (this run)")
     A("")
     A("A goal counts as met for an engine when every figure listed for it reaches the target ratio to InnoDB.")
@@ -925,6 +940,8 @@ def summary(out):
     ins = out.get("concurrent_inserts", {}).get("results", {})
     sb = out.get("sysbench", {}).get("results", {})
     pr = out.get("sysbench", {}).get("prepare", {})
+    ib = out.get("iibench", {}).get("engines", {})
+    ft = out.get("fulltext", {}).get("engines", {})
     items = [("lv load MiB/s", lambda l: lv.get(l, {}).get("load_mib_s")),
              ("lv ADD INDEX s (lower better)", lambda l: lv.get(l, {}).get("add_index_s")),
              ("lv on-disk MiB (lower better)", lambda l: (lv.get(l, {}).get("disk_bytes") or 0) / MiB or None)]
@@ -933,7 +950,12 @@ def summary(out):
             items.append(("lv %s/%s qps" % (qt, dd[:4]), lambda l, k="%s/%s" % (qt, dd): lv.get(l, {}).get("queries", {}).get(k, {}).get("qps")))
     items += [("inserts 10x1000 full dur ops/s", lambda l: ins.get(l, {}).get("full")),
               ("inserts 10x1000 relaxed ops/s", lambda l: ins.get(l, {}).get("relaxed")),
-              ("sysbench prepare rows/s", lambda l: pr.get(l, {}).get("rows_s"))]
+              ("sysbench prepare rows/s", lambda l: pr.get(l, {}).get("rows_s")),
+              ("iibench rows/s (3 secondary indexes)", lambda l: ib.get(l, {}).get("rows_s")),
+              ("fts ADD FULLTEXT s (lower better)", lambda l: ft.get(l, {}).get("index_build_s"))]
+    for dd in ("zipfian", "uniform"):
+        for qt in bench_fulltext.QTYPES:
+            items.append(("fts %s/%s qps" % (qt, dd[:4]), lambda l, k="%s/%s" % (qt, dd): ft.get(l, {}).get("queries", {}).get(k, {}).get("qps")))
     for test in SB_TESTS:
         for th in out["profile"]["sb_threads"]:
             items.append(("sb %s %dthr tps" % (test, th), lambda l, k="%s/%d" % (test, th): sb.get(l, {}).get(k, {}).get("tps")))
@@ -961,7 +983,7 @@ def main():
     ap.add_argument("--port", type=int, default=3420)
     ap.add_argument("--docs", action="store_true", help="regenerate docs/BENCHMARKS.md and docs/bench/*.png")
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
-    ap.add_argument("--only", default="lv,ins,sb,gis", help="comma-separated subset of lv,ins,sb,gis")
+    ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib", help="comma-separated subset of lv,ins,sb,gis,fts,iib")
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
     ap.add_argument("--render-only", action="store_true",
                     help="no benchmark: redo charts, BENCHMARKS.md (and with --docs docs/) from an earlier results.json")
@@ -1018,7 +1040,9 @@ def main():
         c.close()
         steps = a.only.split(",")
         for name, fn in (("lv", bench_large_values), ("ins", bench_inserts), ("sb", bench_sysbench),
-                         ("gis", bench_gis_fts)):
+                         ("gis", bench_gis_fts),
+                         ("fts", lambda srv, P, out: bench_fulltext.run(sys.modules[__name__], srv, P, out)),
+                         ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:
