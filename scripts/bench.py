@@ -44,18 +44,18 @@ SEED = 20240601
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
-    "quick": dict(lv_rows=100, lv_warm=8, lv_secs=2.0, lv_max_ops=3000,
+    "quick": dict(lv_rows=100, lv_warm=8, lv_secs=2.0, lv_max_ops=3000, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=1000, ins_warm=200,
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
                   gis_rows=3000, gis_secs=1.5,
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000),
     # a smoke test of the script itself (seconds); figures meaningless
-    "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100,
+    "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
                   gis_rows=200, gis_secs=0.3,
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000),
-    "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000,
+    "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
                  gis_rows=20000, gis_secs=5.0,
@@ -189,6 +189,57 @@ def payload(i):
 QTYPES = ["payload_by_pk", "meta_by_pk", "range_k_limit50", "update_payload_by_pk"]
 
 
+READ_QTYPES = ["payload_by_pk", "meta_by_pk", "range_k_limit50"]
+DIRECT_VARS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                   "('innodb_flush_method','rocksdb_use_direct_reads','tidesdb_use_direct_reads')")
+
+
+def lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, qtypes, suffix=""):
+    """Runs each query type of `qtypes` with keys drawn from `dist`; records under
+    "<qtype>/<dist><suffix>"."""
+    pick = getattr(keys, dist)
+    for qt in qtypes:
+        rng = random.Random("%d-%s-%s" % (SEED, dist, qt))
+        ui = [0]
+
+        def op():
+            i = pick(rng)
+            if qt == "payload_by_pk":
+                r = c.query("SELECT payload FROM %s WHERE id = %d" % (t, i))
+                ok = r.err is None and r.rows and len(r.rows[0][0]) == MiB
+            elif qt == "meta_by_pk":
+                r = c.query("SELECT k, meta FROM %s WHERE id = %d" % (t, i))
+                ok = r.err is None and len(r.rows) == 1
+            elif qt == "range_k_limit50":
+                r = c.query("SELECT id, k, meta FROM %s WHERE k >= %d ORDER BY k LIMIT 50" % (t, kval[i]))
+                ok = r.err is None and 1 <= len(r.rows) <= 50
+            else:
+                ui[0] += 1
+                r = c.query("UPDATE %s SET payload = X'%s' WHERE id = %d" % (t, upd_hex[ui[0] % 4], i))
+                ok = r.err is None
+            if not ok:
+                raise RuntimeError("%s %s id %d: %s" % (LABEL[eng], qt, i, r.show(100)))
+
+        for _ in range(P["lv_warm"] if not suffix else 0):
+            op()
+        lat = []
+        t_start = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            op()
+            t1 = time.perf_counter()
+            lat.append(t1 - t0)
+            if t1 - t_start >= P["lv_secs"] or len(lat) >= P["lv_max_ops"]:
+                break
+        st = lat_stats(lat, time.perf_counter() - t_start)
+        key = "%s/%s%s" % (qt, dist, suffix)
+        e["queries"][key] = st
+        for m in ("qps", "p50_ms", "p95_ms", "p99_ms"):
+            rec("large_values", eng, key, m, st[m], "ops/s" if m == "qps" else "ms")
+        log("lv %s %-22s %-15s %8.1f qps  p50 %7.2f  p95 %7.2f  p99 %7.2f ms" % (
+            LABEL[eng], qt, dist + suffix, st["qps"], st["p50_ms"], st["p95_ms"], st["p99_ms"]))
+
+
 def bench_large_values(srv, P, out):
     n = P["lv_rows"]
     keys = Keys(n, SEED)
@@ -244,46 +295,22 @@ def bench_large_values(srv, P, out):
             e["range_plan_key"] = (r.rows[0][kcol] or b"NULL").decode() if kcol is not None else "?"
             e["queries"] = {}
             for dist in ("zipfian", "uniform"):
-                pick = getattr(keys, dist)
-                for qt in QTYPES:
-                    rng = random.Random("%d-%s-%s" % (SEED, dist, qt))
-                    ui = [0]
-
-                    def op():
-                        i = pick(rng)
-                        if qt == "payload_by_pk":
-                            r = c.query("SELECT payload FROM %s WHERE id = %d" % (t, i))
-                            ok = r.err is None and r.rows and len(r.rows[0][0]) == MiB
-                        elif qt == "meta_by_pk":
-                            r = c.query("SELECT k, meta FROM %s WHERE id = %d" % (t, i))
-                            ok = r.err is None and len(r.rows) == 1
-                        elif qt == "range_k_limit50":
-                            r = c.query("SELECT id, k, meta FROM %s WHERE k >= %d ORDER BY k LIMIT 50" % (t, kval[i]))
-                            ok = r.err is None and 1 <= len(r.rows) <= 50
-                        else:
-                            ui[0] += 1
-                            r = c.query("UPDATE %s SET payload = X'%s' WHERE id = %d" % (t, upd_hex[ui[0] % 4], i))
-                            ok = r.err is None
-                        if not ok:
-                            raise RuntimeError("%s %s id %d: %s" % (LABEL[eng], qt, i, r.show(100)))
-
-                    for _ in range(P["lv_warm"]):
-                        op()
-                    lat = []
-                    t_start = time.perf_counter()
-                    while True:
-                        t0 = time.perf_counter()
-                        op()
-                        t1 = time.perf_counter()
-                        lat.append(t1 - t0)
-                        if t1 - t_start >= P["lv_secs"] or len(lat) >= P["lv_max_ops"]:
-                            break
-                    st = lat_stats(lat, time.perf_counter() - t_start)
-                    e["queries"]["%s/%s" % (qt, dist)] = st
-                    for m in ("qps", "p50_ms", "p95_ms", "p99_ms"):
-                        rec("large_values", eng, "%s/%s" % (qt, dist), m, st[m], "ops/s" if m == "qps" else "ms")
-                    log("lv %s %-22s %-8s %8.1f qps  p50 %7.2f  p95 %7.2f  p99 %7.2f ms" % (
-                        LABEL[eng], qt, dist, st["qps"], st["p50_ms"], st["p95_ms"], st["p99_ms"]))
+                lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, QTYPES)
+            if P.get("lv_direct_pass") and not out.get("direct_io"):
+                # The uniform reads again after a restart with direct reads on every engine:
+                # the engines' caches are empty and the OS page cache no longer serves them.
+                c.close()
+                srv.stop()
+                srv.env["TIDESDB_EXTRA_CNF"] = out["extra_cnf"] + DIRECT_CNF
+                srv.start()
+                c = Conn(srv.sock, "bench")
+                e["direct_vars"] = {k.decode(): v.decode() for k, v in q(c, DIRECT_VARS_SQL).rows}
+                lv_queries(c, eng, t, P, e, keys, kval, upd_hex, "uniform", READ_QTYPES, suffix="_direct")
+                c.close()
+                srv.stop()
+                srv.env["TIDESDB_EXTRA_CNF"] = out["extra_cnf"]
+                srv.start()
+                c = Conn(srv.sock, "bench")
             # 5: on-disk size after OPTIMIZE TABLE
             t0 = time.perf_counter()
             r = q(c, "OPTIMIZE TABLE %s" % t)
@@ -302,6 +329,10 @@ def bench_large_values(srv, P, out):
             e["error"] = str(ex)
         finally:
             c.close()
+            if srv.env.get("TIDESDB_EXTRA_CNF") != out["extra_cnf"]:  # failed inside the direct pass
+                srv.stop()
+                srv.env["TIDESDB_EXTRA_CNF"] = out["extra_cnf"]
+                srv.start()
 
 
 def engine_bytes(eng, datadir, table):
@@ -700,6 +731,7 @@ def goals(out):
             ("k range LIMIT 50, uniform", lambda lab: qv(lab, "range_k_limit50/uniform")),
         ]),
         ("large-value read beyond the cache >= 5x InnoDB", 5.0, True, [
+            ("1 MiB payload by PK, uniform, direct reads (cold)", lambda lab: qv(lab, "payload_by_pk/uniform_direct")),
             ("1 MiB payload by PK, uniform", lambda lab: qv(lab, "payload_by_pk/uniform")),
             ("1 MiB payload by PK, zipfian", lambda lab: qv(lab, "payload_by_pk/zipfian")),
         ]),
@@ -792,7 +824,8 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
             A("**%s**" % title)
             A("")
             A(engine_table([(k, {lab: lv.get(lab, {}).get("queries", {}).get(k, {}).get(metric) for lab in lv})
-                            for k in ["%s/%s" % (qt, dd) for dd in ("zipfian", "uniform") for qt in QTYPES]], "query/keys"))
+                            for k in ["%s/%s" % (qt, dd) for dd in ("zipfian", "uniform") for qt in QTYPES]
+                            + ["%s/uniform_direct" % qt for qt in READ_QTYPES]], "query/keys"))
             A("")
         for ch in ("lv_latency.png", "lv_qps.png"):
             if ch in charts_made:
@@ -948,6 +981,8 @@ def summary(out):
     for dd in ("zipfian", "uniform"):
         for qt in QTYPES:
             items.append(("lv %s/%s qps" % (qt, dd[:4]), lambda l, k="%s/%s" % (qt, dd): lv.get(l, {}).get("queries", {}).get(k, {}).get("qps")))
+    for qt in READ_QTYPES:
+        items.append(("lv %s/unif direct qps" % qt, lambda l, k="%s/uniform_direct" % qt: lv.get(l, {}).get("queries", {}).get(k, {}).get("qps")))
     items += [("inserts 10x1000 full dur ops/s", lambda l: ins.get(l, {}).get("full")),
               ("inserts 10x1000 relaxed ops/s", lambda l: ins.get(l, {}).get("relaxed")),
               ("sysbench prepare rows/s", lambda l: pr.get(l, {}).get("rows_s")),
