@@ -86,7 +86,11 @@ impl BlockCache {
 
     pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
         let mut s = self.shard((file, off)).lock();
-        let e = s.map.get_mut(&(file, off))?;
+        let Some(e) = s.map.get_mut(&(file, off)) else {
+            crate::metrics::BLOCK_CACHE_MISSES.inc();
+            return None;
+        };
+        crate::metrics::BLOCK_CACHE_HITS.inc();
         e.referenced = true;
         Some(e.block.clone())
     }
