@@ -29,6 +29,8 @@
 #include "errors.h"
 #include "key_codec.h"
 #include "row_codec.h"
+#include "status.h"
+#include "table_options.h"
 
 using namespace tidesdb;
 
@@ -141,7 +143,9 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
-  int st = tdb_table_create(name, n_indexes, auto_inc);
+  tdb_table_options opts;
+  table_options_of(form->s, &opts);
+  int st = tdb_table_create(name, n_indexes, auto_inc, &opts);
   return st ? fail(st) : 0;
 }
 
@@ -445,6 +449,7 @@ int ha_tidesdb::write_row(const uchar *buf) {
   if (!err) {
     m_last_pk = pk;
     observe_auto_increment(buf);
+    count_row(ROWS_INSERTED);
   }
   return err;
 }
@@ -495,6 +500,7 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   if (!err) {
     observe_auto_increment(new_data);
     m_last_pk = new_pk;
+    count_row(ROWS_UPDATED);
   }
   return err;
 }
@@ -515,7 +521,9 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
-  return apply_ops(ops, op_keys);
+  int err = apply_ops(ops, op_keys);
+  if (!err) count_row(ROWS_DELETED);
+  return err;
 }
 
 /* ------------------------------------------------------------- AUTO_INCREMENT */
@@ -634,6 +642,7 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
+  count_row(ROWS_READ);
   return 0;
 }
 
@@ -699,6 +708,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
       return HA_ERR_TIDESDB_CORRUPTION;
     }
     m_last_pk.assign((const char *)pk, m_pk_len);
+    count_row(ROWS_READ);
     return 0;
   }
   int err = read_row_by_pk(buf, pk, m_pk_len);
@@ -1180,7 +1190,20 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
-int ha_tidesdb::optimize(THD *, HA_CHECK_OPT *) {
-  int st = tdb_table_compact(m_tbl);
-  return st ? HA_ADMIN_FAILED : HA_ADMIN_OK;
+/* OPTIMIZE TABLE: compacts the rows, then each index; the progress (SHOW
+   PROCESSLIST) counts column families done. */
+int ha_tidesdb::optimize(THD *thd, HA_CHECK_OPT *) {
+  uint n = 1 + tdb_table_index_count(m_tbl);
+  thd_progress_init(thd, 1);
+  int st = TDB_OK;
+  for (uint idx = 0; idx < n && !st; idx++) {
+    thd_progress_report(thd, idx, n);
+    st = tdb_table_compact_index(m_tbl, idx);
+  }
+  thd_progress_end(thd);
+  if (st) {
+    fail(st);
+    return HA_ADMIN_FAILED;
+  }
+  return HA_ADMIN_OK;
 }

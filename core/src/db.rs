@@ -1809,6 +1809,8 @@ impl DbInner {
             st.files_per_level.push(l.len() as u64);
             st.bytes_per_level
                 .push(l.iter().map(|f| f.meta.size).sum::<u64>());
+            st.file_names_per_level
+                .push(l.iter().map(|f| sst::table_name(f.meta.file_no)).collect());
             for f in l {
                 st.table_files += 1;
                 st.approx_keys += f.meta.num_entries;

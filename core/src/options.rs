@@ -117,4 +117,6 @@ pub struct CfStats {
     /// Bytes the compaction still has to rewrite to bring every level under
     /// its target (an estimate; 0 when no compaction is due).
     pub pending_compaction_bytes: u64,
+    /// File names (in the database directory) of the table files per level.
+    pub file_names_per_level: Vec<Vec<String>>,
 }
