@@ -1118,6 +1118,16 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   return HA_ADMIN_OK;
 }
 
+/* CHECK TABLE stopped by an engine error: a damaged table file makes the table
+   "Corrupt" (with the engine's reason as a warning), anything else "failed". */
+int ha_tidesdb::check_failed(THD *thd, int status) {
+  int err = fail(status);
+  if (status != TDB_CORRUPTION) return HA_ADMIN_FAILED;
+  push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "%s: %s",
+                      private_error_text(err), m_last_error.c_str());
+  return HA_ADMIN_CORRUPT;
+}
+
 /* CHECK TABLE: every row decodes, every index entry a row implies exists, and each
    index holds exactly one entry per row (so there are no orphan entries either). */
 int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
@@ -1166,8 +1176,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   tdb_cursor_close(c);
   if (st != TDB_OK && st != TDB_END) {
     thd_progress_end(thd);
-    fail(st);
-    return HA_ADMIN_FAILED;
+    return check_failed(thd, st);
   }
   for (uint idx = 1; idx <= n_indexes && !thd_killed(thd); idx++) {
     thd_progress_next_stage(thd);
@@ -1183,10 +1192,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   }
   thd_progress_end(thd);
   if (thd_killed(thd)) return HA_ADMIN_FAILED;
-  if (st != TDB_OK && st != TDB_END) {
-    fail(st);
-    return HA_ADMIN_FAILED;
-  }
+  if (st != TDB_OK && st != TDB_END) return check_failed(thd, st);
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 

@@ -117,6 +117,8 @@ public:
 private:
   /* Remembers a failed engine call's message and returns its HA_ERR_* code. */
   int fail(int status);
+  /* CHECK TABLE's result when an engine call failed with status. */
+  int check_failed(THD *thd, int status);
   tdb_trx *trx();
   bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }
   /* The engine index (0 = rows) holding MariaDB key keynr. */
