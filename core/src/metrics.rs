@@ -147,6 +147,7 @@ impl crate::db::DbInner {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use crate::{CfOptions, Db, DbOptions, Error, Isolation, LockMode, SyncMode};
     use std::time::Duration;
