@@ -63,10 +63,17 @@ static MYSQL_SYSVAR_ULONGLONG(write_buffer_size, sysvar_write_buffer_size,
                               "Bytes of memtable per column family before it is flushed to a "
                               "sorted table file",
                               NULL, NULL, 64ULL << 20, 1ULL << 20, 1ULL << 40, 0);
-static MYSQL_SYSVAR_ULONGLONG(block_cache_size, sysvar_block_cache_size,
-                              PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
-                              "Bytes of the cache of table file blocks", NULL, NULL,
-                              256ULL << 20, 1ULL << 20, 1ULL << 50, 0);
+static void update_block_cache_size(THD *, struct st_mysql_sys_var *, void *var_ptr,
+                                    const void *save) {
+  *(ulonglong *)var_ptr = *(const ulonglong *)save;
+  tdb_engine_set_block_cache_size(sysvar_block_cache_size);
+}
+
+static MYSQL_SYSVAR_ULONGLONG(block_cache_size, sysvar_block_cache_size, PLUGIN_VAR_RQCMDARG,
+                              "Bytes of the cache of table file blocks (a smaller size evicts "
+                              "at once)",
+                              NULL, update_block_cache_size, 256ULL << 20, 1ULL << 20,
+                              1ULL << 50, 0);
 static MYSQL_SYSVAR_UINT(background_threads, sysvar_background_threads,
                          PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
                          "Threads that compact table files (memtable flushes have a thread of "

@@ -411,6 +411,11 @@ impl Db {
         self.inner().bg_cv.notify_all();
     }
 
+    /// Changes the block cache's byte cap (a smaller one evicts at once).
+    pub fn set_block_cache_size(&self, bytes: usize) {
+        self.inner().cache.set_capacity(bytes);
+    }
+
     pub fn sync_mode(&self) -> SyncMode {
         *self.inner().sync_mode.lock()
     }

@@ -194,6 +194,11 @@ mod tests {
                 > m2.block_cache_hits + m2.block_cache_misses
         );
         assert!(m3.block_cache_bytes > 0);
+        db.set_block_cache_size(0);
+        assert_eq!(db.metrics().block_cache_bytes, 0);
+        db.set_block_cache_size(64 << 20);
+        assert!(r.get(&cf, &6u32.to_be_bytes()).unwrap().is_some());
+        assert!(db.metrics().block_cache_bytes > 0);
 
         db.compact_range(&cf, None, None).unwrap();
         assert!(db.metrics().compactions > m3.compactions);

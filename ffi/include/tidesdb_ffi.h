@@ -67,6 +67,8 @@ int tdb_engine_open(const char *dir, const struct tdb_engine_options *opts);
 /* Flushes and closes the engine. Further calls return TDB_NOT_OPEN. */
 int tdb_engine_close(void);
 void tdb_engine_set_sync_mode(uint32_t mode, uint32_t interval_ms);
+/* Resizes the block cache (a smaller size evicts at once). */
+void tdb_engine_set_block_cache_size(uint64_t bytes);
 /* Writes a human-readable status report (SHOW ENGINE TIDESDB STATUS: the counters,
    then every table's column families with their options, levels and table files);
    returns its length. The text stays valid until the next call of this function on

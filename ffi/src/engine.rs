@@ -109,6 +109,15 @@ pub extern "C" fn tdb_engine_close() -> c_int {
 }
 
 #[no_mangle]
+pub extern "C" fn tdb_engine_set_block_cache_size(bytes: u64) {
+    guard(|| {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        engine()?.db.set_block_cache_size(bytes);
+        Ok(())
+    });
+}
+
+#[no_mangle]
 pub extern "C" fn tdb_engine_set_sync_mode(mode: u32, interval_ms: u32) {
     guard(|| {
         engine()?.db.set_sync_mode(sync_mode(mode, interval_ms));
