@@ -235,6 +235,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   int st = begin_statement(thd, &t);
   if (st) return fail(st);
   m_autoinc_rows = 0;
+  maybe_recalc_statistics(thd);
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
      mode, as InnoDB does. */
   if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
@@ -449,7 +450,8 @@ int ha_tidesdb::write_row(const uchar *buf) {
   if (!err) {
     m_last_pk = pk;
     observe_auto_increment(buf);
-    count_row(ROWS_INSERTED);
+    count_event(ROWS_INSERTED);
+    note_row_change();
   }
   return err;
 }
@@ -500,7 +502,8 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   if (!err) {
     observe_auto_increment(new_data);
     m_last_pk = new_pk;
-    count_row(ROWS_UPDATED);
+    count_event(ROWS_UPDATED);
+    note_row_change();
   }
   return err;
 }
@@ -522,7 +525,10 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     op_keys.push_back(k);
   }
   int err = apply_ops(ops, op_keys);
-  if (!err) count_row(ROWS_DELETED);
+  if (!err) {
+    count_event(ROWS_DELETED);
+    note_row_change();
+  }
   return err;
 }
 
@@ -642,7 +648,7 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
-  count_row(ROWS_READ);
+  count_event(ROWS_READ);
   return 0;
 }
 
@@ -708,7 +714,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
       return HA_ERR_TIDESDB_CORRUPTION;
     }
     m_last_pk.assign((const char *)pk, m_pk_len);
-    count_row(ROWS_READ);
+    count_event(ROWS_READ);
     return 0;
   }
   int err = read_row_by_pk(buf, pk, m_pk_len);
@@ -983,8 +989,11 @@ int ha_tidesdb::info(uint flag) {
         size_t len;
         std::vector<std::vector<ulong>> saved;
         if (!tdb_table_stats_load(m_tbl, &blob, &len) &&
-            parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys)
+            parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys) {
           m_share->rec_per_key = saved;
+          m_share->stats_measured = true;
+          m_share->stats_rows = stats.records;
+        }
       }
       const auto &rpk = m_share->rec_per_key;
       for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
@@ -1058,14 +1067,37 @@ static const ha_rows ANALYZE_SAMPLE = 200000;
    among (a sample of) its entries, giving rec_per_key (rows per distinct prefix)
    for the optimizer, as InnoDB's statistics do. */
 int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
+  return measure_statistics(thd, true) ? HA_ADMIN_FAILED : HA_ADMIN_OK;
+}
+
+/* innodb_stats_auto_recalc: once more than a tenth of the rows counted when the
+   statistics were measured changed, the next statement that locks the table (before
+   the optimizer uses them) measures them again, as ANALYZE TABLE would. Tables
+   never analyzed keep the engine's estimates. One handler at a time does it. */
+void ha_tidesdb::maybe_recalc_statistics(THD *thd) {
+  if (!m_share || !stats_auto_recalc() || !m_share->stats_measured) return;
+  uint64_t changed = m_share->rows_changed.load(std::memory_order_relaxed);
+  if (changed <= 16 + m_share->stats_rows / 10) return;
+  bool idle = false;
+  if (!m_share->recalculating.compare_exchange_strong(idle, true)) return;
+  count_event(STATS_AUTO_RECALCS);
+  if (measure_statistics(thd, false))
+    sql_print_warning("TidesDB: recalculating the statistics of %s failed: %s", m_name.c_str(),
+                      m_last_error.c_str());
+  m_share->recalculating = false;
+}
+
+/* Measures rec_per_key, publishes it and saves it; 0 or a handler error. */
+int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
+  uint64_t changed_before = m_share->rows_changed.load(std::memory_order_relaxed);
   tdb_trx *t = tdb_trx_new();
   if (!t || tdb_trx_begin(t, TDB_ISO_READ_COMMITTED)) {
     if (t) tdb_trx_free(t);
-    return HA_ADMIN_FAILED;
+    return HA_ERR_OUT_OF_MEM;
   }
   std::vector<std::vector<ulong>> result(table->s->keys);
   int st = TDB_OK;
-  thd_progress_init(thd, table->s->keys);
+  if (progress) thd_progress_init(thd, table->s->keys);
   for (uint k = 0; k < table->s->keys && st == TDB_OK; k++) {
     KEY *key = &table->key_info[k];
     uint parts = key->user_defined_key_parts;
@@ -1096,18 +1128,22 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
       rpk[p] = distinct[p] ? (ulong)std::max<ha_rows>(1, (entries + distinct[p] - 1) / distinct[p]) : 0;
     /* A unique key without NULLs has one row per value. */
     if ((key->flags & HA_NOSAME) && parts) rpk[parts - 1] = 1;
-    thd_progress_next_stage(thd);
+    if (progress) thd_progress_next_stage(thd);
   }
-  thd_progress_end(thd);
+  if (progress) thd_progress_end(thd);
   tdb_trx_free(t);
-  if (st != TDB_OK) {
-    fail(st);
-    return HA_ADMIN_FAILED;
-  }
+  if (st != TDB_OK) return fail(st);
   {
     std::lock_guard<std::mutex> guard(m_share->count_mutex);
     m_share->rec_per_key = result;
     m_share->stats_loaded = true;
+    m_share->stats_measured = true;
+  }
+  /* Changes made while measuring count toward the next recalculation (never below
+     0 when ANALYZE and a recalculation overlap). */
+  uint64_t now = m_share->rows_changed.load(std::memory_order_relaxed);
+  while (!m_share->rows_changed.compare_exchange_weak(
+      now, now > changed_before ? now - changed_before : 0, std::memory_order_relaxed)) {
   }
   /* Saved with the table, so plans after a restart are those after this ANALYZE,
      as with InnoDB's persistent statistics. */
@@ -1115,7 +1151,8 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   if (int sst = tdb_table_stats_save(m_tbl, (const uint8_t *)blob.data(), blob.size()))
     fail(sst);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
-  return HA_ADMIN_OK;
+  m_share->stats_rows = stats.records;
+  return 0;
 }
 
 /* CHECK TABLE stopped by an engine error: a damaged table file makes the table

@@ -1,7 +1,7 @@
 /*
-  Status variables (SHOW GLOBAL STATUS LIKE 'tidesdb%'): the handler's row counters,
-  counted here where rows cross the handler interface, and the engine's counters
-  (tdb_engine_counters).
+  Status variables (SHOW GLOBAL STATUS LIKE 'tidesdb%'): the handler's counters
+  (rows crossing the handler interface, automatic statistics recalculations),
+  counted here, and the engine's counters (tdb_engine_counters_get).
 */
 #ifndef TIDESDB_STATUS_H
 #define TIDESDB_STATUS_H
@@ -10,10 +10,18 @@
 
 namespace tidesdb {
 
-enum Row_counter { ROWS_READ, ROWS_INSERTED, ROWS_UPDATED, ROWS_DELETED, ROW_COUNTERS };
+enum Shim_counter {
+  ROWS_READ,
+  ROWS_INSERTED,
+  ROWS_UPDATED,
+  ROWS_DELETED,
+  STATS_AUTO_RECALCS,
+  SHIM_COUNTERS
+};
 
-/* One more row read / inserted / updated / deleted (any connection, any table). */
-void count_row(Row_counter which);
+/* One more row read / inserted / updated / deleted, or statistics recalculation
+   (any connection, any table). */
+void count_event(Shim_counter which);
 
 /* The plugin's status variable array (maria_declare_plugin). */
 extern SHOW_VAR status_variables[];

@@ -36,6 +36,7 @@ static ulonglong sysvar_write_buffer_size = 64ULL << 20;
 static ulonglong sysvar_block_cache_size = 256ULL << 20;
 static uint sysvar_background_threads = 2;
 static my_bool sysvar_use_direct_reads = FALSE;
+static my_bool sysvar_stats_auto_recalc = TRUE;
 
 static void update_sync_mode(THD *, struct st_mysql_sys_var *, void *var_ptr,
                              const void *save) {
@@ -114,6 +115,14 @@ static MYSQL_THDVAR_ULONGLONG(value_separation_threshold, PLUGIN_VAR_RQCMDARG,
                               "VALUE_THRESHOLD); 0 never separates",
                               NULL, NULL, 4096, 0, 1ULL << 32, 0);
 
+static MYSQL_SYSVAR_BOOL(stats_auto_recalc, sysvar_stats_auto_recalc, PLUGIN_VAR_OPCMDARG,
+                         "Measure the index statistics of an analyzed table again (as ANALYZE "
+                         "TABLE does) once more than 10% of its rows changed, like "
+                         "innodb_stats_auto_recalc",
+                         NULL, NULL, TRUE);
+
+bool tidesdb::stats_auto_recalc() { return sysvar_stats_auto_recalc; }
+
 static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                           "Seconds a transaction waits for a row lock before giving up "
                           "with ER_LOCK_WAIT_TIMEOUT (like innodb_lock_wait_timeout)",
@@ -132,6 +141,7 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(bloom_bits_per_key),
     MYSQL_SYSVAR(block_size),
     MYSQL_SYSVAR(value_separation_threshold),
+    MYSQL_SYSVAR(stats_auto_recalc),
     NULL};
 
 namespace tidesdb {
