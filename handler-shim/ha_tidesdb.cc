@@ -1155,9 +1155,9 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
   return 0;
 }
 
-/* CHECK TABLE stopped by an engine error: a damaged table file makes the table
-   "Corrupt" (with the engine's reason as a warning), anything else "failed". */
-int ha_tidesdb::check_failed(THD *thd, int status) {
+/* CHECK / OPTIMIZE TABLE stopped by an engine error: a damaged table file makes the
+   table "Corrupt" (with the engine's reason as a warning), anything else "failed". */
+int ha_tidesdb::admin_failed(THD *thd, int status) {
   int err = fail(status);
   if (status != TDB_CORRUPTION) return HA_ADMIN_FAILED;
   push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "%s: %s",
@@ -1213,7 +1213,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   tdb_cursor_close(c);
   if (st != TDB_OK && st != TDB_END) {
     thd_progress_end(thd);
-    return check_failed(thd, st);
+    return admin_failed(thd, st);
   }
   for (uint idx = 1; idx <= n_indexes && !thd_killed(thd); idx++) {
     thd_progress_next_stage(thd);
@@ -1229,7 +1229,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   }
   thd_progress_end(thd);
   if (thd_killed(thd)) return HA_ADMIN_FAILED;
-  if (st != TDB_OK && st != TDB_END) return check_failed(thd, st);
+  if (st != TDB_OK && st != TDB_END) return admin_failed(thd, st);
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
@@ -1244,9 +1244,5 @@ int ha_tidesdb::optimize(THD *thd, HA_CHECK_OPT *) {
     st = tdb_table_compact_index(m_tbl, idx);
   }
   thd_progress_end(thd);
-  if (st) {
-    fail(st);
-    return HA_ADMIN_FAILED;
-  }
-  return HA_ADMIN_OK;
+  return st ? admin_failed(thd, st) : HA_ADMIN_OK;
 }

@@ -127,8 +127,8 @@ public:
 private:
   /* Remembers a failed engine call's message and returns its HA_ERR_* code. */
   int fail(int status);
-  /* CHECK TABLE's result when an engine call failed with status. */
-  int check_failed(THD *thd, int status);
+  /* CHECK / OPTIMIZE TABLE's result when an engine call failed with status. */
+  int admin_failed(THD *thd, int status);
   /* ANALYZE TABLE's measurement (progress reported when progress is true). */
   int measure_statistics(THD *thd, bool progress);
   /* Measures the statistics again once enough rows changed (auto recalc). */
