@@ -29,6 +29,8 @@
 #include "errors.h"
 #include "key_codec.h"
 #include "row_codec.h"
+#include "status.h"
+#include "table_options.h"
 
 using namespace tidesdb;
 
@@ -141,7 +143,9 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
-  int st = tdb_table_create(name, n_indexes, auto_inc);
+  tdb_table_options opts;
+  table_options_of(form->s, &opts);
+  int st = tdb_table_create(name, n_indexes, auto_inc, &opts);
   return st ? fail(st) : 0;
 }
 
@@ -231,6 +235,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   int st = begin_statement(thd, &t);
   if (st) return fail(st);
   m_autoinc_rows = 0;
+  maybe_recalc_statistics(thd);
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
      mode, as InnoDB does. */
   if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
@@ -445,6 +450,8 @@ int ha_tidesdb::write_row(const uchar *buf) {
   if (!err) {
     m_last_pk = pk;
     observe_auto_increment(buf);
+    count_event(ROWS_INSERTED);
+    note_row_change();
   }
   return err;
 }
@@ -495,6 +502,8 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   if (!err) {
     observe_auto_increment(new_data);
     m_last_pk = new_pk;
+    count_event(ROWS_UPDATED);
+    note_row_change();
   }
   return err;
 }
@@ -515,7 +524,12 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
-  return apply_ops(ops, op_keys);
+  int err = apply_ops(ops, op_keys);
+  if (!err) {
+    count_event(ROWS_DELETED);
+    note_row_change();
+  }
+  return err;
 }
 
 /* ------------------------------------------------------------- AUTO_INCREMENT */
@@ -634,6 +648,7 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
+  count_event(ROWS_READ);
   return 0;
 }
 
@@ -699,6 +714,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
       return HA_ERR_TIDESDB_CORRUPTION;
     }
     m_last_pk.assign((const char *)pk, m_pk_len);
+    count_event(ROWS_READ);
     return 0;
   }
   int err = read_row_by_pk(buf, pk, m_pk_len);
@@ -973,8 +989,11 @@ int ha_tidesdb::info(uint flag) {
         size_t len;
         std::vector<std::vector<ulong>> saved;
         if (!tdb_table_stats_load(m_tbl, &blob, &len) &&
-            parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys)
+            parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys) {
           m_share->rec_per_key = saved;
+          m_share->stats_measured = true;
+          m_share->stats_rows = stats.records;
+        }
       }
       const auto &rpk = m_share->rec_per_key;
       for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
@@ -1048,14 +1067,37 @@ static const ha_rows ANALYZE_SAMPLE = 200000;
    among (a sample of) its entries, giving rec_per_key (rows per distinct prefix)
    for the optimizer, as InnoDB's statistics do. */
 int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
+  return measure_statistics(thd, true) ? HA_ADMIN_FAILED : HA_ADMIN_OK;
+}
+
+/* innodb_stats_auto_recalc: once more than a tenth of the rows counted when the
+   statistics were measured changed, the next statement that locks the table (before
+   the optimizer uses them) measures them again, as ANALYZE TABLE would. Tables
+   never analyzed keep the engine's estimates. One handler at a time does it. */
+void ha_tidesdb::maybe_recalc_statistics(THD *thd) {
+  if (!m_share || !stats_auto_recalc() || !m_share->stats_measured) return;
+  uint64_t changed = m_share->rows_changed.load(std::memory_order_relaxed);
+  if (changed <= 16 + m_share->stats_rows / 10) return;
+  bool idle = false;
+  if (!m_share->recalculating.compare_exchange_strong(idle, true)) return;
+  count_event(STATS_AUTO_RECALCS);
+  if (measure_statistics(thd, false))
+    sql_print_warning("TidesDB: recalculating the statistics of %s failed: %s", m_name.c_str(),
+                      m_last_error.c_str());
+  m_share->recalculating = false;
+}
+
+/* Measures rec_per_key, publishes it and saves it; 0 or a handler error. */
+int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
+  uint64_t changed_before = m_share->rows_changed.load(std::memory_order_relaxed);
   tdb_trx *t = tdb_trx_new();
   if (!t || tdb_trx_begin(t, TDB_ISO_READ_COMMITTED)) {
     if (t) tdb_trx_free(t);
-    return HA_ADMIN_FAILED;
+    return HA_ERR_OUT_OF_MEM;
   }
   std::vector<std::vector<ulong>> result(table->s->keys);
   int st = TDB_OK;
-  thd_progress_init(thd, table->s->keys);
+  if (progress) thd_progress_init(thd, table->s->keys);
   for (uint k = 0; k < table->s->keys && st == TDB_OK; k++) {
     KEY *key = &table->key_info[k];
     uint parts = key->user_defined_key_parts;
@@ -1086,18 +1128,22 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
       rpk[p] = distinct[p] ? (ulong)std::max<ha_rows>(1, (entries + distinct[p] - 1) / distinct[p]) : 0;
     /* A unique key without NULLs has one row per value. */
     if ((key->flags & HA_NOSAME) && parts) rpk[parts - 1] = 1;
-    thd_progress_next_stage(thd);
+    if (progress) thd_progress_next_stage(thd);
   }
-  thd_progress_end(thd);
+  if (progress) thd_progress_end(thd);
   tdb_trx_free(t);
-  if (st != TDB_OK) {
-    fail(st);
-    return HA_ADMIN_FAILED;
-  }
+  if (st != TDB_OK) return fail(st);
   {
     std::lock_guard<std::mutex> guard(m_share->count_mutex);
     m_share->rec_per_key = result;
     m_share->stats_loaded = true;
+    m_share->stats_measured = true;
+  }
+  /* Changes made while measuring count toward the next recalculation (never below
+     0 when ANALYZE and a recalculation overlap). */
+  uint64_t now = m_share->rows_changed.load(std::memory_order_relaxed);
+  while (!m_share->rows_changed.compare_exchange_weak(
+      now, now > changed_before ? now - changed_before : 0, std::memory_order_relaxed)) {
   }
   /* Saved with the table, so plans after a restart are those after this ANALYZE,
      as with InnoDB's persistent statistics. */
@@ -1105,7 +1151,18 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   if (int sst = tdb_table_stats_save(m_tbl, (const uint8_t *)blob.data(), blob.size()))
     fail(sst);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
-  return HA_ADMIN_OK;
+  m_share->stats_rows = stats.records;
+  return 0;
+}
+
+/* CHECK / OPTIMIZE TABLE stopped by an engine error: a damaged table file makes the
+   table "Corrupt" (with the engine's reason as a warning), anything else "failed". */
+int ha_tidesdb::admin_failed(THD *thd, int status) {
+  int err = fail(status);
+  if (status != TDB_CORRUPTION) return HA_ADMIN_FAILED;
+  push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "%s: %s",
+                      private_error_text(err), m_last_error.c_str());
+  return HA_ADMIN_CORRUPT;
 }
 
 /* CHECK TABLE: every row decodes, every index entry a row implies exists, and each
@@ -1156,8 +1213,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   tdb_cursor_close(c);
   if (st != TDB_OK && st != TDB_END) {
     thd_progress_end(thd);
-    fail(st);
-    return HA_ADMIN_FAILED;
+    return admin_failed(thd, st);
   }
   for (uint idx = 1; idx <= n_indexes && !thd_killed(thd); idx++) {
     thd_progress_next_stage(thd);
@@ -1173,14 +1229,20 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   }
   thd_progress_end(thd);
   if (thd_killed(thd)) return HA_ADMIN_FAILED;
-  if (st != TDB_OK && st != TDB_END) {
-    fail(st);
-    return HA_ADMIN_FAILED;
-  }
+  if (st != TDB_OK && st != TDB_END) return admin_failed(thd, st);
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
-int ha_tidesdb::optimize(THD *, HA_CHECK_OPT *) {
-  int st = tdb_table_compact(m_tbl);
-  return st ? HA_ADMIN_FAILED : HA_ADMIN_OK;
+/* OPTIMIZE TABLE: compacts the rows, then each index; the progress (SHOW
+   PROCESSLIST) counts column families done. */
+int ha_tidesdb::optimize(THD *thd, HA_CHECK_OPT *) {
+  uint n = 1 + tdb_table_index_count(m_tbl);
+  thd_progress_init(thd, 1);
+  int st = TDB_OK;
+  for (uint idx = 0; idx < n && !st; idx++) {
+    thd_progress_report(thd, idx, n);
+    st = tdb_table_compact_index(m_tbl, idx);
+  }
+  thd_progress_end(thd);
+  return st ? admin_failed(thd, st) : HA_ADMIN_OK;
 }

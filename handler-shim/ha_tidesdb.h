@@ -12,6 +12,7 @@
 
 #include "tidesdb_server.h"
 #include "tidesdb_ffi.h"
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ tdb_trx *get_trx(THD *thd, bool create);
 /* Starts (if needed) the connection's transaction and its current statement, and
    registers the engine with the server's transaction coordinator. */
 int begin_statement(THD *thd, tdb_trx **out);
+/* tidesdb_stats_auto_recalc */
+bool stats_auto_recalc();
 }  // namespace tidesdb
 
 /* Per-table state shared by all handlers of one TABLE_SHARE: the server's table
@@ -38,6 +41,13 @@ public:
      until then. */
   std::vector<std::vector<ulong>> rec_per_key;
   bool stats_loaded = false; /* rec_per_key was read from the catalog or measured */
+  /* Automatic recalculation (tidesdb_stats_auto_recalc): rows changed since the
+     statistics were measured (or loaded), and the row count they were measured at.
+     In memory only, as InnoDB's modification counter. */
+  std::atomic<uint64_t> rows_changed{0};
+  std::atomic<uint64_t> stats_rows{0};
+  std::atomic<bool> stats_measured{false}; /* rec_per_key holds measured values */
+  std::atomic<bool> recalculating{false};
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };
@@ -117,6 +127,13 @@ public:
 private:
   /* Remembers a failed engine call's message and returns its HA_ERR_* code. */
   int fail(int status);
+  /* CHECK / OPTIMIZE TABLE's result when an engine call failed with status. */
+  int admin_failed(THD *thd, int status);
+  /* ANALYZE TABLE's measurement (progress reported when progress is true). */
+  int measure_statistics(THD *thd, bool progress);
+  /* Measures the statistics again once enough rows changed (auto recalc). */
+  void maybe_recalc_statistics(THD *thd);
+  void note_row_change() { m_share->rows_changed.fetch_add(1, std::memory_order_relaxed); }
   tdb_trx *trx();
   bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }
   /* The engine index (0 = rows) holding MariaDB key keynr. */

@@ -1,7 +1,8 @@
 /*
   tidesdb_plugin: the plugin declaration, the handlerton (engine-wide hooks:
-  transactions, savepoints, DROP DATABASE, SHOW ENGINE STATUS) and the system
-  variables. Per-table work is in ha_tidesdb.cc.
+  transactions, savepoints, DROP DATABASE, SHOW ENGINE STATUS), the system
+  variables and the table options tied to them (table_options.h). Per-table work
+  is in ha_tidesdb.cc, status variables in status.cc.
 
   Transactions (handler-api-map.md §1.4): each connection has one engine
   transaction (tdb_trx), stored with thd_set_ha_data. Every statement that uses a
@@ -11,6 +12,8 @@
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
+#include "status.h"
+#include "table_options.h"
 
 using namespace tidesdb;
 
@@ -32,6 +35,8 @@ static uint sysvar_sync_interval_ms = 1000;
 static ulonglong sysvar_write_buffer_size = 64ULL << 20;
 static ulonglong sysvar_block_cache_size = 256ULL << 20;
 static uint sysvar_background_threads = 2;
+static my_bool sysvar_use_direct_reads = FALSE;
+static my_bool sysvar_stats_auto_recalc = TRUE;
 
 static void update_sync_mode(THD *, struct st_mysql_sys_var *, void *var_ptr,
                              const void *save) {
@@ -59,14 +64,64 @@ static MYSQL_SYSVAR_ULONGLONG(write_buffer_size, sysvar_write_buffer_size,
                               "Bytes of memtable per column family before it is flushed to a "
                               "sorted table file",
                               NULL, NULL, 64ULL << 20, 1ULL << 20, 1ULL << 40, 0);
-static MYSQL_SYSVAR_ULONGLONG(block_cache_size, sysvar_block_cache_size,
-                              PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
-                              "Bytes of the cache of table file blocks", NULL, NULL,
-                              256ULL << 20, 1ULL << 20, 1ULL << 50, 0);
+static void update_block_cache_size(THD *, struct st_mysql_sys_var *, void *var_ptr,
+                                    const void *save) {
+  *(ulonglong *)var_ptr = *(const ulonglong *)save;
+  tdb_engine_set_block_cache_size(sysvar_block_cache_size);
+}
+
+static MYSQL_SYSVAR_ULONGLONG(block_cache_size, sysvar_block_cache_size, PLUGIN_VAR_RQCMDARG,
+                              "Bytes of the cache of table file blocks (a smaller size evicts "
+                              "at once)",
+                              NULL, update_block_cache_size, 256ULL << 20, 1ULL << 20,
+                              1ULL << 50, 0);
 static MYSQL_SYSVAR_UINT(background_threads, sysvar_background_threads,
                          PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
-                         "Threads that flush memtables and compact table files", NULL, NULL, 2,
-                         1, 64, 0);
+                         "Threads that compact table files (memtable flushes have a thread of "
+                         "their own)",
+                         NULL, NULL, 2, 1, 64, 0);
+static MYSQL_SYSVAR_BOOL(use_direct_reads, sysvar_use_direct_reads,
+                         PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                         "Read table files and the value log with O_DIRECT, bypassing the "
+                         "operating system's page cache (the block cache still caches), like "
+                         "innodb_flush_method=O_DIRECT or rocksdb_use_direct_reads",
+                         NULL, NULL, FALSE);
+
+/* Defaults of new tables, each also a table option (see table_options.h). Session
+   variables, as the server's table option machinery requires. */
+static const char *compression_names[] = {"NONE", "ZSTD", NullS};
+static TYPELIB compression_typelib = {array_elements(compression_names) - 1,
+                                      "compression_typelib", compression_names, NULL};
+static MYSQL_THDVAR_ENUM(compression, PLUGIN_VAR_RQCMDARG,
+                         "Compression of the table files of new tables (table option "
+                         "COMPRESSION): NONE or ZSTD",
+                         NULL, NULL, TDB_COMPRESSION_NONE, &compression_typelib);
+static MYSQL_THDVAR_UINT(compression_level, PLUGIN_VAR_RQCMDARG,
+                         "zstd level of new ZSTD tables (table option COMPRESSION_LEVEL): "
+                         "higher compresses more and writes slower",
+                         NULL, NULL, 3, 1, 22, 0);
+static MYSQL_THDVAR_UINT(bloom_bits_per_key, PLUGIN_VAR_RQCMDARG,
+                         "Bloom filter bits per key of the table files of new tables (table "
+                         "option BLOOM_BITS); 10 gives about 1% false positives, 0 disables "
+                         "the filters",
+                         NULL, NULL, 10, 0, 64, 0);
+static MYSQL_THDVAR_UINT(block_size, PLUGIN_VAR_RQCMDARG,
+                         "Bytes of a table file data block (before compression) of new tables "
+                         "(table option BLOCK_SIZE): the unit of reads and of the block cache",
+                         NULL, NULL, 4096, 512, 1 << 20, 0);
+static MYSQL_THDVAR_ULONGLONG(value_separation_threshold, PLUGIN_VAR_RQCMDARG,
+                              "Values (rows) of at least this many bytes of new tables are "
+                              "kept in the value log instead of the table files (table option "
+                              "VALUE_THRESHOLD); 0 never separates",
+                              NULL, NULL, 4096, 0, 1ULL << 32, 0);
+
+static MYSQL_SYSVAR_BOOL(stats_auto_recalc, sysvar_stats_auto_recalc, PLUGIN_VAR_OPCMDARG,
+                         "Measure the index statistics of an analyzed table again (as ANALYZE "
+                         "TABLE does) once more than 10% of its rows changed, like "
+                         "innodb_stats_auto_recalc",
+                         NULL, NULL, TRUE);
+
+bool tidesdb::stats_auto_recalc() { return sysvar_stats_auto_recalc; }
 
 static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                           "Seconds a transaction waits for a row lock before giving up "
@@ -75,9 +130,29 @@ static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
 
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(lock_wait_timeout),
-    MYSQL_SYSVAR(sync_mode),          MYSQL_SYSVAR(sync_interval_ms),
-    MYSQL_SYSVAR(write_buffer_size),  MYSQL_SYSVAR(block_cache_size),
-    MYSQL_SYSVAR(background_threads), NULL};
+    MYSQL_SYSVAR(sync_mode),
+    MYSQL_SYSVAR(sync_interval_ms),
+    MYSQL_SYSVAR(write_buffer_size),
+    MYSQL_SYSVAR(block_cache_size),
+    MYSQL_SYSVAR(background_threads),
+    MYSQL_SYSVAR(use_direct_reads),
+    MYSQL_SYSVAR(compression),
+    MYSQL_SYSVAR(compression_level),
+    MYSQL_SYSVAR(bloom_bits_per_key),
+    MYSQL_SYSVAR(block_size),
+    MYSQL_SYSVAR(value_separation_threshold),
+    MYSQL_SYSVAR(stats_auto_recalc),
+    NULL};
+
+namespace tidesdb {
+ha_create_table_option table_option_list[] = {
+    HA_TOPTION_SYSVAR("COMPRESSION", compression, compression),
+    HA_TOPTION_SYSVAR("COMPRESSION_LEVEL", compression_level, compression_level),
+    HA_TOPTION_SYSVAR("BLOOM_BITS", bloom_bits, bloom_bits_per_key),
+    HA_TOPTION_SYSVAR("BLOCK_SIZE", block_size, block_size),
+    HA_TOPTION_SYSVAR("VALUE_THRESHOLD", value_threshold, value_separation_threshold),
+    HA_TOPTION_END};
+}  // namespace tidesdb
 
 /* ------------------------------------------------------------ transactions */
 
@@ -302,7 +377,7 @@ static int tidesdb_init(void *p) {
   opts.sync_mode = (uint32_t)sysvar_sync_mode;
   opts.sync_interval_ms = sysvar_sync_interval_ms;
   opts.background_threads = sysvar_background_threads;
-  opts.use_direct_reads = 0;
+  opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
   if (int st = tdb_engine_open(dir.c_str(), &opts)) {
     sql_print_error("TidesDB: cannot open %s: %s (status %d)", dir.c_str(), tdb_last_error(),
                     st);
@@ -334,6 +409,7 @@ static int tidesdb_init(void *p) {
   h->show_status = tidesdb_show_status;
   h->panic = tidesdb_panic;
   h->tablefile_extensions = hton_no_exts;
+  h->table_options = tidesdb::table_option_list;
   return 0;
 }
 
@@ -356,7 +432,7 @@ maria_declare_plugin(tidesdb){
     tidesdb_init,
     tidesdb_deinit,
     0x0001,
-    NULL,
+    tidesdb::status_variables,
     tidesdb_system_variables,
     "0.1.0",
     MariaDB_PLUGIN_MATURITY_EXPERIMENTAL} maria_declare_plugin_end;

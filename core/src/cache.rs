@@ -10,6 +10,7 @@ use crate::sst::Block;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const SHARDS: usize = 16;
@@ -59,7 +60,8 @@ struct Shard {
 
 pub(crate) struct BlockCache {
     shards: Vec<Mutex<Shard>>,
-    cap_per_shard: usize,
+    /// Byte cap of each shard; changed at run time by `set_capacity`.
+    cap_per_shard: AtomicUsize,
 }
 
 impl BlockCache {
@@ -74,7 +76,7 @@ impl BlockCache {
                     })
                 })
                 .collect(),
-            cap_per_shard: capacity / SHARDS,
+            cap_per_shard: AtomicUsize::new(capacity / SHARDS),
         }
     }
 
@@ -86,14 +88,19 @@ impl BlockCache {
 
     pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
         let mut s = self.shard((file, off)).lock();
-        let e = s.map.get_mut(&(file, off))?;
+        let Some(e) = s.map.get_mut(&(file, off)) else {
+            crate::metrics::BLOCK_CACHE_MISSES.inc();
+            return None;
+        };
+        crate::metrics::BLOCK_CACHE_HITS.inc();
         e.referenced = true;
         Some(e.block.clone())
     }
 
     pub(crate) fn insert(&self, file: u64, off: u64, block: Arc<Block>) {
         let charge = block.charge();
-        if charge > self.cap_per_shard {
+        let cap = self.cap_per_shard.load(Ordering::Relaxed);
+        if charge > cap {
             return;
         }
         let mut evicted = Vec::new();
@@ -115,7 +122,7 @@ impl BlockCache {
         s.bytes += charge;
         // CLOCK sweep; bounded so a ring full of referenced entries ends.
         let mut budget = s.ring.len() * 2 + 1;
-        while s.bytes > self.cap_per_shard && budget > 0 {
+        while s.bytes > cap && budget > 0 {
             budget -= 1;
             let Some(k) = s.ring.pop_front() else {
                 break;
@@ -164,7 +171,27 @@ impl BlockCache {
         }
     }
 
-    #[allow(dead_code)]
+    /// Changes the byte cap; a smaller cap evicts at once (oldest first).
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        let cap = capacity / SHARDS;
+        self.cap_per_shard.store(cap, Ordering::Relaxed);
+        for sh in &self.shards {
+            let mut evicted = Vec::new();
+            let mut s = sh.lock();
+            let s = &mut *s;
+            while s.bytes > cap {
+                let Some(k) = s.ring.pop_front() else {
+                    break;
+                };
+                if let Some(e) = s.map.remove(&k) {
+                    s.bytes -= e.block.charge();
+                    evicted.push(e.block);
+                }
+            }
+            drop(evicted);
+        }
+    }
+
     pub(crate) fn bytes(&self) -> usize {
         self.shards.iter().map(|s| s.lock().bytes).sum()
     }

@@ -96,7 +96,7 @@ impl DbInner {
         }
     }
 
-    fn level_target(&self, level: usize) -> u64 {
+    pub(crate) fn level_target(&self, level: usize) -> u64 {
         let base = (self.opts.write_buffer_size as u64 * 4).max(1 << 20);
         let mut t = base;
         for _ in 1..level {
@@ -319,6 +319,7 @@ impl DbInner {
                 self.cache.evict_file(f.meta.file_no);
             }
         }
+        crate::metrics::COMPACTIONS.inc();
         self.stall_cv_notify();
         Ok(())
     }

@@ -154,6 +154,10 @@ impl Cf {
     pub fn id(&self) -> u64 {
         self.inner.id
     }
+    /// The options the column family was created with.
+    pub fn options(&self) -> CfOptions {
+        self.inner.opts.clone()
+    }
 }
 
 impl std::fmt::Debug for Cf {
@@ -407,6 +411,11 @@ impl Db {
         self.inner().bg_cv.notify_all();
     }
 
+    /// Changes the block cache's byte cap (a smaller one evicts at once).
+    pub fn set_block_cache_size(&self, bytes: usize) {
+        self.inner().cache.set_capacity(bytes);
+    }
+
     pub fn sync_mode(&self) -> SyncMode {
         *self.inner().sync_mode.lock()
     }
@@ -419,6 +428,11 @@ impl Db {
 
     pub fn cf_stats(&self, cf: &Cf) -> CfStats {
         self.inner().cf_stats(cf)
+    }
+
+    /// The engine's counters (see [`crate::Metrics`]) and this database's gauges.
+    pub fn metrics(&self) -> crate::Metrics {
+        self.inner().metrics()
     }
 
     /// Estimated number of entries in `[start, end)` from memtable walks (capped)
@@ -1120,6 +1134,7 @@ impl DbInner {
                     if (!prep.keys.is_empty() && prep.keys.contains(&(cf.id, k.to_vec())))
                         || self.newer_than(cf, k, check(cf.id, k))?
                     {
+                        crate::metrics::WRITE_CONFLICTS.inc();
                         return Err(Error::Conflict);
                     }
                     it.next();
@@ -1362,6 +1377,7 @@ impl DbInner {
             if let Err(e) = self.check_writable() {
                 return group.iter().map(|_| Err(e.duplicate())).collect();
             }
+            crate::metrics::WRITE_STALLS.inc();
             self.request_flush();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
         }
@@ -1371,6 +1387,7 @@ impl DbInner {
             })
         });
         if slow {
+            crate::metrics::WRITE_SLOWDOWNS.inc();
             self.bg_notify();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(1));
         }
@@ -1410,9 +1427,11 @@ impl DbInner {
                             let k = (op.cf, op.key.clone());
                             group_keys.contains(&k) || prep.keys.contains(&k)
                         } {
+                            crate::metrics::WRITE_CONFLICTS.inc();
                             return Err(Error::Conflict);
                         }
                         if self.newer_than(cf, &op.key, *check_seq)? {
+                            crate::metrics::WRITE_CONFLICTS.inc();
                             return Err(Error::Conflict);
                         }
                     }
@@ -1478,6 +1497,7 @@ impl DbInner {
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
             wal.append(&framed)?;
+            crate::metrics::WAL_BYTES.add(framed.len() as u64);
             if sync {
                 wal.sync()?;
                 self.wal_syncs.fetch_add(1, Ordering::Relaxed);
@@ -1711,6 +1731,7 @@ impl DbInner {
                 levels: Arc::new(levels),
             });
         }
+        crate::metrics::MEMTABLE_FLUSHES.inc();
         self.stall_cv.notify_all();
         self.bg_notify();
         Ok(true)
@@ -1791,12 +1812,17 @@ impl DbInner {
         st.memtable_bytes += sv.imms.iter().map(|m| m.size() as u64).sum::<u64>();
         for l in &sv.levels.levels {
             st.files_per_level.push(l.len() as u64);
+            st.bytes_per_level
+                .push(l.iter().map(|f| f.meta.size).sum::<u64>());
+            st.file_names_per_level
+                .push(l.iter().map(|f| sst::table_name(f.meta.file_no)).collect());
             for f in l {
                 st.table_files += 1;
                 st.approx_keys += f.meta.num_entries;
                 st.approx_bytes += f.meta.size;
             }
         }
+        st.pending_compaction_bytes = self.pending_compaction_bytes(&sv.levels);
         st
     }
 
@@ -1910,6 +1936,7 @@ pub(crate) fn finish_table(
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = b.path().to_path_buf();
     let (size, props) = b.finish()?;
+    crate::metrics::TABLE_BYTES.add(size);
     let t = Table::open(path, no, cache.clone())?;
     let fm = FileMeta {
         file_no: no,

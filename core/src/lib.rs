@@ -28,6 +28,7 @@ mod key;
 mod lock;
 mod manifest;
 mod memtable;
+mod metrics;
 mod options;
 mod spill;
 mod sst;
@@ -38,6 +39,7 @@ mod wal;
 pub use db::{Cf, Db, PreparedTxn};
 pub use error::{Error, Result};
 pub use lock::{CancelHandle, LockMode};
+pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
 };

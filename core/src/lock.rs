@@ -243,10 +243,12 @@ impl LockManager {
                 break Ok(());
             }
             if !waiting {
+                crate::metrics::LOCK_WAITS.inc();
                 e.waiters += 1;
                 waiting = true;
             }
             if self.would_deadlock(me, &blockers) {
+                crate::metrics::DEADLOCKS.inc();
                 break Err(Error::Deadlock);
             }
             self.waits_for.lock().insert(me, blockers);
@@ -255,7 +257,10 @@ impl LockManager {
             }
             let now = Instant::now();
             let wake = match deadline {
-                Some(d) if now >= d => break Err(Error::LockTimeout),
+                Some(d) if now >= d => {
+                    crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
+                    break Err(Error::LockTimeout);
+                }
                 Some(d) => d.min(now + Duration::from_millis(50)),
                 None => now + Duration::from_millis(50),
             };

@@ -112,4 +112,11 @@ pub struct CfStats {
     pub immutable_memtables: u64,
     /// Number of files per level (index = level).
     pub files_per_level: Vec<u64>,
+    /// Bytes of table files per level (index = level).
+    pub bytes_per_level: Vec<u64>,
+    /// Bytes the compaction still has to rewrite to bring every level under
+    /// its target (an estimate; 0 when no compaction is due).
+    pub pending_compaction_bytes: u64,
+    /// File names (in the database directory) of the table files per level.
+    pub file_names_per_level: Vec<Vec<String>>,
 }

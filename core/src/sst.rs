@@ -60,7 +60,11 @@ const RESTART_INTERVAL: usize = 16;
 const MAX_BLOCK: u64 = 256 << 20;
 
 pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(format!("{number:06}.sst"))
+    dir.join(table_name(number))
+}
+
+pub(crate) fn table_name(number: u64) -> String {
+    format!("{number:06}.sst")
 }
 
 pub(crate) fn parse_table_name(name: &str) -> Option<u64> {

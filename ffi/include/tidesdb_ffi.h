@@ -67,17 +67,64 @@ int tdb_engine_open(const char *dir, const struct tdb_engine_options *opts);
 /* Flushes and closes the engine. Further calls return TDB_NOT_OPEN. */
 int tdb_engine_close(void);
 void tdb_engine_set_sync_mode(uint32_t mode, uint32_t interval_ms);
-/* Writes a human-readable status report; returns its length. The text stays valid
-   until the next call of this function on the same thread. */
+/* Resizes the block cache (a smaller size evicts at once). */
+void tdb_engine_set_block_cache_size(uint64_t bytes);
+/* Writes a human-readable status report (SHOW ENGINE TIDESDB STATUS: the counters,
+   then every table's column families with their options, levels and table files);
+   returns its length. The text stays valid until the next call of this function on
+   the same thread. */
 size_t tdb_engine_status(const char **out);
+
+/* The engine's counters since the server started (SHOW GLOBAL STATUS); those
+   marked gauge are current values instead. */
+struct tdb_engine_counters {
+  uint64_t commits;             /* transactions committed */
+  uint64_t rollbacks;           /* transactions rolled back */
+  uint64_t lock_waits;          /* row lock requests that had to wait */
+  uint64_t lock_wait_timeouts;  /* ... that gave up (ER_LOCK_WAIT_TIMEOUT) */
+  uint64_t deadlocks;           /* lock requests refused as deadlock victims */
+  uint64_t write_conflicts;     /* commits refused: a newer committed write of a key */
+  uint64_t block_cache_hits;
+  uint64_t block_cache_misses;
+  uint64_t block_cache_bytes;   /* gauge */
+  uint64_t wal_bytes_written;
+  uint64_t wal_syncs;
+  uint64_t table_bytes_written; /* table files written by flushes and compactions */
+  uint64_t memtable_flushes;
+  uint64_t compactions;
+  uint64_t write_stalls;        /* commit groups stopped by too many unflushed memtables
+                                   or L0 files */
+  uint64_t write_slowdowns;     /* commit groups delayed by many L0 files */
+  uint64_t table_files;         /* gauge */
+  uint64_t live_bytes;          /* gauge: table files + memtables */
+  uint64_t memtable_bytes;      /* gauge */
+  uint64_t pending_compaction_bytes; /* gauge */
+};
+int tdb_engine_counters_get(struct tdb_engine_counters *out);
 
 /* ---- Tables (DDL) ------------------------------------------------------------
  * A table is named by the server's path, e.g. "./db/t1" or "./db/#sql-alter-1f-2".
  * It owns one column family for its rows and one per index (n_indexes counts the
  * secondary indexes; index numbers 1..n_indexes address them, 0 is the rows). */
 
-/* auto_increment: the AUTO_INCREMENT=N table option (1 when not given). */
-int tdb_table_create(const char *name, uint32_t n_indexes, uint64_t auto_increment);
+enum tdb_compression { TDB_COMPRESSION_NONE = 0, TDB_COMPRESSION_ZSTD = 1 };
+
+/* Options of a new table's column families (rows and every index), persisted by the
+   engine with them (the table options COMPRESSION, COMPRESSION_LEVEL, BLOOM_BITS,
+   BLOCK_SIZE, VALUE_THRESHOLD). */
+struct tdb_table_options {
+  uint32_t compression;                 /* enum tdb_compression */
+  int32_t compression_level;            /* zstd level, -7..22 */
+  uint32_t bloom_bits_per_key;          /* 0 disables the bloom filters; at most 64 */
+  uint32_t block_size;                  /* bytes of a data block before compression, 512..1 MiB */
+  uint64_t value_separation_threshold;  /* values of at least this many bytes go to the
+                                           value log; 0 = never */
+};
+
+/* auto_increment: the AUTO_INCREMENT=N table option (1 when not given).
+   opts: NULL for the engine's defaults; TDB_INVALID for out-of-range values. */
+int tdb_table_create(const char *name, uint32_t n_indexes, uint64_t auto_increment,
+                     const struct tdb_table_options *opts);
 int tdb_table_drop(const char *name);
 int tdb_table_rename(const char *from, const char *to);
 /* Empties the table (new empty column families) and resets its counters. */
@@ -127,6 +174,8 @@ int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
 
 /* Compacts every column family of the table (OPTIMIZE TABLE). */
 int tdb_table_compact(tdb_table *table);
+/* Compacts one column family of the table (index 0 = rows). */
+int tdb_table_compact_index(tdb_table *table, uint32_t index);
 
 /* ---- Transactions --------------------------------------------------------------
  * One tdb_trx per connection (THD). Begin is implicit: the first statement starts

@@ -378,6 +378,27 @@ impl Catalog {
         Ok(self.entries(db, b"")?.into_iter().map(|(n, _)| n).collect())
     }
 
+    /// Every table with its column family names (rows first, then its indexes).
+    pub fn tables(&self, db: &Db) -> FfiResult<Vec<(String, Vec<String>)>> {
+        Ok(self
+            .entries(db, b"")?
+            .into_iter()
+            .map(|(n, meta)| (n, meta.cf_names()))
+            .collect())
+    }
+
+    /// The options a table's column families were created with (those of its rows
+    /// column family).
+    fn table_options(db: &Db, meta: &TableMeta) -> FfiResult<CfOptions> {
+        let rows = format!("t{}", meta.table_id);
+        db.cf(&rows).map(|cf| cf.options()).ok_or_else(|| {
+            FfiError::new(
+                Status::Corruption,
+                format!("column family {rows} of table {} is missing", meta.table_id),
+            )
+        })
+    }
+
     fn lookup(&self, db: &Db, name: &str) -> FfiResult<Option<TableMeta>> {
         let mut txn = db.begin(Isolation::ReadCommitted);
         let v = txn.get(&self.cf, &table_key(name))?;
@@ -385,10 +406,10 @@ impl Catalog {
         v.map(|bytes| TableMeta::decode(name, &bytes)).transpose()
     }
 
-    fn create_cfs(db: &Db, meta: &TableMeta) -> FfiResult<Vec<Cf>> {
+    fn create_cfs(db: &Db, meta: &TableMeta, opts: &CfOptions) -> FfiResult<Vec<Cf>> {
         let mut made = Vec::new();
         for name in meta.cf_names() {
-            match db.create_cf(&name, CfOptions::default()) {
+            match db.create_cf(&name, opts.clone()) {
                 Ok(cf) => made.push(cf),
                 Err(e) => {
                     for cf in &made {
@@ -411,14 +432,16 @@ impl Catalog {
         Ok(())
     }
 
-    /// Allocates a table id, creates its column families and commits `name -> meta`
-    /// (replacing any entry of that name) in one transaction.
+    /// Allocates a table id, creates its column families (all with `opts`, which
+    /// the core keeps in its manifest) and commits `name -> meta` (replacing any
+    /// entry of that name) in one transaction.
     fn install(
         &self,
         db: &Db,
         name: &str,
         n_indexes: u32,
         auto_increment: u64,
+        opts: &CfOptions,
     ) -> FfiResult<(TableMeta, Vec<Cf>)> {
         let mut txn = db.begin(Isolation::RepeatableRead);
         let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
@@ -432,7 +455,7 @@ impl Catalog {
             n_indexes,
             auto_increment,
         };
-        let cfs = Self::create_cfs(db, &meta)?;
+        let cfs = Self::create_cfs(db, &meta, opts)?;
         let commit = (|| -> FfiResult<()> {
             txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
             txn.put(&self.cf, &table_key(name), &meta.encode())?;
@@ -446,6 +469,7 @@ impl Catalog {
         Ok((meta, cfs))
     }
 
+    /// Creates a table whose column families have the engine's default options.
     pub fn create(
         &self,
         db: &Db,
@@ -453,11 +477,23 @@ impl Catalog {
         n_indexes: u32,
         auto_increment: u64,
     ) -> FfiResult<()> {
+        self.create_with(db, name, n_indexes, auto_increment, &CfOptions::default())
+    }
+
+    /// Creates a table whose rows and index column families all get `opts`.
+    pub fn create_with(
+        &self,
+        db: &Db,
+        name: &str,
+        n_indexes: u32,
+        auto_increment: u64,
+        opts: &CfOptions,
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         // The server creates a table only when its .frm does not exist, so an entry of
         // the same name is a leftover of an interrupted DDL: replace it.
         let old = self.lookup(db, name)?;
-        self.install(db, name, n_indexes, auto_increment)?;
+        self.install(db, name, n_indexes, auto_increment, opts)?;
         if let Some(old) = old {
             Self::drop_cfs(db, &old)?;
         }
@@ -503,8 +539,10 @@ impl Catalog {
     pub fn truncate(&self, db: &Db, name: &str) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
-        // TRUNCATE starts the AUTO_INCREMENT counter again from 1.
-        let (meta, cfs) = self.install(db, name, old.n_indexes, 1)?;
+        // TRUNCATE starts the AUTO_INCREMENT counter again from 1; the new column
+        // families get the options of the old ones (the table's options).
+        let opts = Self::table_options(db, &old)?;
+        let (meta, cfs) = self.install(db, name, old.n_indexes, 1, &opts)?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
             let mut st = shared.state.write();
             st.meta = meta;

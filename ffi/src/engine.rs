@@ -1,7 +1,6 @@
 //! The process-wide engine: one `tidesdb_core::Db` under the server's data directory,
 //! opened by the plugin's init and closed by its deinit.
 use std::ffi::{c_char, c_int};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -9,7 +8,7 @@ use tidesdb_core::{Db, DbOptions, SyncMode};
 
 use crate::catalog::Catalog;
 use crate::raw;
-use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
+use crate::status::{guard, FfiError, FfiResult, Status};
 
 /// The open engine: the database and the table catalog over it.
 pub struct Engine {
@@ -110,48 +109,18 @@ pub extern "C" fn tdb_engine_close() -> c_int {
 }
 
 #[no_mangle]
+pub extern "C" fn tdb_engine_set_block_cache_size(bytes: u64) {
+    guard(|| {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        engine()?.db.set_block_cache_size(bytes);
+        Ok(())
+    });
+}
+
+#[no_mangle]
 pub extern "C" fn tdb_engine_set_sync_mode(mode: u32, interval_ms: u32) {
     guard(|| {
         engine()?.db.set_sync_mode(sync_mode(mode, interval_ms));
         Ok(())
     });
-}
-
-thread_local! {
-    static STATUS_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
-/// The text of SHOW ENGINE TIDESDB STATUS.
-pub fn status_text() -> FfiResult<String> {
-    let e = engine()?;
-    let mut out = String::new();
-    let tables = e.catalog.list_tables(&e.db)?;
-    let _ = writeln!(out, "tables: {}", tables.len());
-    for name in e.db.list_cfs() {
-        if let Some(cf) = e.db.cf(&name) {
-            let s = e.db.cf_stats(&cf);
-            let _ = writeln!(
-                out,
-                "column family {name}: ~{} keys, ~{} bytes on disk, {} bytes in memtables, {} table files",
-                s.approx_keys, s.approx_bytes, s.memtable_bytes, s.table_files
-            );
-        }
-    }
-    Ok(out)
-}
-
-/// # Safety
-/// `out` must be valid for a pointer write.
-#[no_mangle]
-pub unsafe extern "C" fn tdb_engine_status(out: *mut *const c_char) -> usize {
-    guard_value(0, || {
-        let mut text = status_text()?;
-        text.push('\0');
-        let len = text.len() - 1;
-        STATUS_TEXT.with(|cell| *cell.borrow_mut() = text);
-        let ptr = STATUS_TEXT.with(|cell| cell.borrow().as_ptr());
-        // SAFETY: valid for a write by contract.
-        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
-        Ok(len)
-    })
 }

@@ -58,7 +58,7 @@ impl From<CoreError> for FfiError {
     fn from(e: CoreError) -> Self {
         let status = match &e {
             CoreError::Io { .. } => Status::IoError,
-            CoreError::Corruption { .. } => Status::Corruption,
+            e if e.is_corruption() => Status::Corruption,
             CoreError::ColumnFamilyNotFound(_) => Status::NoSuchTable,
             CoreError::ColumnFamilyExists(_) => Status::TableExists,
             CoreError::Conflict => Status::Conflict,

@@ -2,7 +2,7 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use tidesdb_core::{Cf, IterOptions, LockMode, Txn};
+use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, Txn};
 
 use crate::catalog::TableShared;
 use crate::engine::engine;
@@ -166,11 +166,78 @@ pub unsafe extern "C" fn tdb_table_create(
     name: *const c_char,
     n_indexes: u32,
     auto_increment: u64,
+    opts: *const TableOptions,
 ) -> c_int {
     with_name(name, |name| {
+        // SAFETY: NULL or a valid struct, by contract.
+        let cf_opts = match unsafe { opts.as_ref() } {
+            Some(o) => o.to_cf_options()?,
+            None => CfOptions::default(),
+        };
         let e = engine()?;
-        e.catalog.create(&e.db, name, n_indexes, auto_increment)
+        e.catalog
+            .create_with(&e.db, name, n_indexes, auto_increment, &cf_opts)
     })
+}
+
+/// `struct tdb_table_options` of the header: the options of every column family
+/// of a new table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TableOptions {
+    pub compression: u32,
+    pub compression_level: i32,
+    pub bloom_bits_per_key: u32,
+    pub block_size: u32,
+    pub value_separation_threshold: u64,
+}
+
+/// `TDB_COMPRESSION_*` of the header.
+pub const COMPRESSION_NONE: u32 = 0;
+pub const COMPRESSION_ZSTD: u32 = 1;
+
+impl TableOptions {
+    /// Checks the values (the server checks the ranges it knows; this is the engine's
+    /// own line of defence) and converts them.
+    pub fn to_cf_options(&self) -> FfiResult<CfOptions> {
+        let invalid = |what: String| FfiError::new(Status::Invalid, what);
+        let compression = match self.compression {
+            COMPRESSION_NONE => Compression::None,
+            COMPRESSION_ZSTD if (-7..=22).contains(&self.compression_level) => Compression::Zstd {
+                level: self.compression_level,
+            },
+            COMPRESSION_ZSTD => {
+                return Err(invalid(format!(
+                    "zstd compression level {} is outside -7..22",
+                    self.compression_level
+                )))
+            }
+            c => return Err(invalid(format!("unknown compression {c}"))),
+        };
+        if !(512..=1 << 20).contains(&self.block_size) {
+            return Err(invalid(format!(
+                "block size {} is outside 512..1048576",
+                self.block_size
+            )));
+        }
+        if self.bloom_bits_per_key > 64 {
+            return Err(invalid(format!(
+                "{} bloom bits per key is more than 64",
+                self.bloom_bits_per_key
+            )));
+        }
+        Ok(CfOptions {
+            compression,
+            bloom_bits_per_key: self.bloom_bits_per_key,
+            block_size: self.block_size as usize,
+            value_separation_threshold: match self.value_separation_threshold {
+                0 => None,
+                t => Some(usize::try_from(t).map_err(|_| {
+                    invalid(format!("value separation threshold {t} is too large"))
+                })?),
+            },
+        })
+    }
 }
 
 /// # Safety
@@ -422,6 +489,18 @@ pub unsafe extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
             db.compact_range(&cf, None, None)?;
         }
         Ok(())
+    })
+}
+
+/// # Safety
+/// `table` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_compact_index(table: *mut Table, index: u32) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        let cf = table.shared.cf(index)?;
+        Ok(engine()?.db.compact_range(&cf, None, None)?)
     })
 }
 

@@ -114,7 +114,11 @@ impl Trx {
 
     pub fn commit(&mut self) -> FfiResult<()> {
         match self.finish() {
-            Some(txn) => Ok(txn.commit()?),
+            Some(txn) => {
+                txn.commit()?;
+                crate::stats::COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
             None => Ok(()),
         }
     }
@@ -253,6 +257,11 @@ pub unsafe extern "C" fn tdb_trx_commit(trx: *mut Trx) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_trx_rollback(trx: *mut Trx) -> c_int {
     with_trx(trx, |t| {
+        // Counted here, where the server asks for it (the shim's private
+        // transactions that read statistics end in tdb_trx_free instead).
+        if t.txn.is_some() {
+            crate::stats::ROLLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         t.rollback();
         Ok(())
     })

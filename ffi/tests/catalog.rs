@@ -163,3 +163,76 @@ fn auto_increment_counter_survives_reopen() {
     // Rows stored only up to id 3 would say 4; the persisted counter says 42.
     assert_eq!(shared.autoinc_seed(4).expect("seed"), 42);
 }
+
+/// A table's options reach every one of its column families, survive a reopen and
+/// a TRUNCATE; out-of-range options are refused before anything is created.
+#[test]
+fn table_options_apply_to_every_family() {
+    use tidesdb_core::Compression;
+    use tidesdb_ffi::table::{TableOptions, COMPRESSION_ZSTD};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = TableOptions {
+        compression: COMPRESSION_ZSTD,
+        compression_level: 7,
+        bloom_bits_per_key: 3,
+        block_size: 16384,
+        value_separation_threshold: 2048,
+    };
+    let check = |db: &Db, catalog: &Catalog| {
+        let shared = catalog.open_table(db, "./d/t").expect("open");
+        assert_eq!(shared.cfs().len(), 3);
+        for cf in shared.cfs() {
+            let o = cf.options();
+            assert_eq!(o.compression, Compression::Zstd { level: 7 });
+            assert_eq!(o.bloom_bits_per_key, 3);
+            assert_eq!(o.block_size, 16384);
+            assert_eq!(o.value_separation_threshold, Some(2048));
+        }
+    };
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        let cf_opts = opts.to_cf_options().expect("valid options");
+        catalog
+            .create_with(&db, "./d/t", 2, 1, &cf_opts)
+            .expect("create");
+        check(&db, &catalog);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    check(&db, &catalog);
+    catalog.truncate(&db, "./d/t").expect("truncate");
+    check(&db, &catalog);
+
+    for bad in [
+        TableOptions {
+            compression: 9,
+            ..opts
+        },
+        TableOptions {
+            compression_level: 40,
+            ..opts
+        },
+        TableOptions {
+            block_size: 0,
+            ..opts
+        },
+        TableOptions {
+            bloom_bits_per_key: 1000,
+            ..opts
+        },
+    ] {
+        assert_eq!(status_of(bad.to_cf_options()), Status::Invalid);
+    }
+    let none = TableOptions {
+        value_separation_threshold: 0,
+        ..opts
+    };
+    assert_eq!(
+        none.to_cf_options()
+            .expect("valid")
+            .value_separation_threshold,
+        None
+    );
+}
