@@ -427,11 +427,13 @@ int ha_tidesdb::write_row(const uchar *buf) {
   } else {
     encode_pk(buf, &pk);
   }
-  encode_row(table, buf, &m_row_buf);
+  std::vector<tdb_op> external_ops;
+  std::deque<std::string> bufs;
+  if (int err = encode_row_change(nullptr, pk, buf, &external_ops, &bufs)) return err;
 
   std::vector<tdb_op> ops;
   std::vector<uint> op_keys;
-  ops.reserve(table->s->keys + 1);
+  ops.reserve(table->s->keys + 1 + external_ops.size());
   ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size()));
   op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
   for (uint k = 0; k < table->s->keys; k++) {
@@ -445,6 +447,11 @@ int ha_tidesdb::write_row(const uchar *buf) {
     if (!e.unique) ops.back().lock = 0;
     op_keys.push_back(k);
   }
+  for (const tdb_op &op : external_ops) {
+    ops.push_back(op);
+    op_keys.push_back(MAX_KEY);
+  }
+  forget_external_state();
   int err = apply_ops(ops, op_keys);
   if (table->next_number_field && m_autoinc_rows > 0) m_autoinc_rows--;
   if (!err) {
@@ -465,7 +472,9 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
     encode_pk(old_data, &old_pk);
     encode_pk(new_data, &new_pk);
   }
-  encode_row(table, new_data, &m_row_buf);
+  std::vector<tdb_op> external_ops;
+  std::deque<std::string> bufs;
+  if (int err = encode_row_change(&old_pk, new_pk, new_data, &external_ops, &bufs)) return err;
   bool pk_changed = old_pk != new_pk;
 
   std::vector<tdb_op> ops;
@@ -498,6 +507,11 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
                          new_e.unique ? new_e.key.size() : 0));
     op_keys.push_back(k);
   }
+  for (const tdb_op &op : external_ops) {
+    ops.push_back(op);
+    op_keys.push_back(MAX_KEY);
+  }
+  forget_external_state();
   int err = apply_ops(ops, op_keys);
   if (!err) {
     observe_auto_increment(new_data);
@@ -524,12 +538,115 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
+  std::deque<std::string> bufs;
+  size_t before = ops.size();
+  external_deletes(pk, &ops, &bufs);
+  op_keys.resize(op_keys.size() + (ops.size() - before), MAX_KEY);
+  forget_external_state();
   int err = apply_ops(ops, op_keys);
   if (!err) {
     count_event(ROWS_DELETED);
     note_row_change();
   }
   return err;
+}
+
+/* ------------------------------------------------- external BLOB/TEXT values */
+
+const External_state *ha_tidesdb::external_state_for(const std::string &row_key) const {
+  const External_state *best = nullptr;
+  for (const External_state &st : m_external)
+    if (st.valid && st.row_key == row_key && (!best || st.seq > best->seq)) best = &st;
+  return best;
+}
+
+void ha_tidesdb::external_deletes(const std::string &pk, std::vector<tdb_op> *ops,
+                                  std::deque<std::string> *bufs) {
+  if (!table->s->blob_fields) return;
+  const External_state *st = external_state_for(pk);
+  for (Field **fp = table->field; *fp; fp++) {
+    Field *f = *fp;
+    if (!f->stored_in_db() || !(f->flags & BLOB_FLAG)) continue;
+    /* Without facts about the row, delete blindly: a tombstone is cheap. */
+    if (st && st->length[f->field_index] == NOT_EXTERNAL) continue;
+    bufs->emplace_back();
+    external_key(pk, f->field_index, &bufs->back());
+    ops->push_back(delete_op(TDB_BLOB_INDEX, bufs->back()));
+  }
+}
+
+/* Rules for an external value of the old row (a column not in write_set is one
+   the statement does not change):
+   - not in write_set, same row key: keep the stored value, rewrite nothing;
+   - not in write_set, new row key: move it (its bytes come from the record if they
+     were read, else from the engine);
+   - in write_set: delete it; the new value is written by the encoding if it is
+     long enough to be external (a put after the delete of the same key wins). */
+int ha_tidesdb::encode_row_change(const std::string *old_pk, const std::string &new_pk,
+                                  const uchar *new_data, std::vector<tdb_op> *external_ops,
+                                  std::deque<std::string> *bufs) {
+  Row_externals &ext = m_row_externals;
+  ext.keep.clear();
+  if (!table->s->blob_fields) {
+    encode_row(table, new_data, &m_row_buf, nullptr);
+    return 0;
+  }
+  if (old_pk) {
+    const External_state *st = external_state_for(*old_pk);
+    bool key_changed = *old_pk != new_pk;
+    ext.keep.assign(table->s->fields, NOT_EXTERNAL);
+    for (Field **fp = table->field; *fp; fp++) {
+      Field *f = *fp;
+      if (!f->stored_in_db() || !(f->flags & BLOB_FLAG)) continue;
+      uint idx = f->field_index;
+      int64_t old_len = NOT_EXTERNAL;
+      bool loaded = false;
+      std::string probed;
+      if (st) {
+        old_len = st->length[idx];
+        loaded = st->loaded[idx];
+      } else {
+        /* No facts about the old row (it was not read through this handler):
+           ask the engine whether the value is external. */
+        int rs = read_external(trx(), m_tbl, *old_pk, idx, true, &probed);
+        if (rs && rs != TDB_NOT_FOUND) return fail(rs);
+        if (!rs) old_len = (int64_t)probed.size();
+      }
+      if (old_len == NOT_EXTERNAL) continue;
+      bool changes = bitmap_is_set(table->write_set, idx);
+      if (!changes && !key_changed) {
+        ext.keep[idx] = old_len;
+        continue;
+      }
+      bufs->emplace_back();
+      external_key(*old_pk, idx, &bufs->back());
+      external_ops->push_back(delete_op(TDB_BLOB_INDEX, bufs->back()));
+      if (changes || loaded) continue; /* the record holds the value to write */
+      /* Moved to the new row key without its bytes in the record. */
+      if (probed.empty() && !st) return fail(TDB_INTERNAL);
+      if (st) {
+        int rs = read_external(trx(), m_tbl, *old_pk, idx, true, &probed);
+        if (rs) return fail(rs == TDB_NOT_FOUND ? TDB_CORRUPTION : rs);
+      }
+      ext.keep[idx] = old_len;
+      bufs->emplace_back();
+      std::string &key = bufs->back();
+      external_key(new_pk, idx, &key);
+      bufs->emplace_back(std::move(probed));
+      external_ops->push_back(put_op(TDB_BLOB_INDEX, key, bufs->back(), 0));
+    }
+  }
+  encode_row(table, new_data, &m_row_buf, &ext);
+  for (const Row_externals::Value &v : ext.written) {
+    bufs->emplace_back();
+    std::string &key = bufs->back();
+    external_key(new_pk, v.field, &key);
+    tdb_op op = put_op(TDB_BLOB_INDEX, key, key, 0);
+    op.value = v.data;
+    op.value_len = v.len;
+    external_ops->push_back(op);
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------- AUTO_INCREMENT */
@@ -576,7 +693,7 @@ ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
           found = pk_of_entry(k, klen, v, vlen, &pk) && !tdb_get(t, m_tbl, 0, pk, m_pk_len, &rv, &rlen);
           if (found) row.assign((const char *)rv, rlen);
         }
-        if (found && decode_row(table, row, m_scratch_rec)) {
+        if (found && decode_row(table, row, m_scratch_rec, nullptr, nullptr)) {
           my_ptrdiff_t diff = m_scratch_rec - table->record[0];
           f->move_field_offset(diff);
           longlong val = f->is_null() ? 0 : f->val_int();
@@ -641,13 +758,29 @@ void ha_tidesdb::close_cursor() {
 }
 
 int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
-  std::string &slot = m_value[buf == table->record[1] ? 1 : 0];
+  int n = buf == table->record[1] ? 1 : 0;
+  std::string &slot = m_value[n];
   slot.assign((const char *)value, len);
-  if (!decode_row(table, slot, buf)) {
+  External_state &st = m_external[n];
+  st.valid = false;
+  st.loaded.assign(table->s->fields, false);
+  Engine_external_reader reader(trx(), m_tbl, table, m_last_pk, m_lock_rows != ROW_LOCK_NONE,
+                                Engine_external_reader::WANT_NEEDED, &st);
+  if (!decode_row(table, slot, buf, &reader, &st.length)) {
+    if (reader.status) {
+      if (reader.status != TDB_NOT_FOUND && reader.status != TDB_CORRUPTION)
+        return fail(reader.status);
+      m_last_error = reader.error;
+      sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
+      return HA_ERR_TIDESDB_CORRUPTION;
+    }
     m_last_error = "a stored row does not match the table definition";
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
     return HA_ERR_TIDESDB_CORRUPTION;
   }
+  st.row_key = m_last_pk;
+  st.seq = ++m_external_seq;
+  st.valid = true;
   count_event(ROWS_READ);
   return 0;
 }
@@ -1182,6 +1315,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   tdb_cursor *c = nullptr;
   if (int st = tdb_cursor_open(t, m_tbl, 0, &c)) return fail(st) ? HA_ADMIN_FAILED : 0;
   std::string row;
+  External_state check_external; /* holds the external values of the row checked */
   int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
   for (; st == TDB_OK; st = tdb_cursor_next(c)) {
     if (thd_killed(thd)) break;
@@ -1191,11 +1325,15 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     rows++;
     if (rows % 1024 == 0) thd_progress_report(thd, rows, expected > rows ? expected : rows);
     row.assign((const char *)v, vlen);
-    if (!decode_row(table, row, m_scratch_rec)) {
-      report("a row does not decode");
+    std::string pk((const char *)k, klen);
+    /* Reads every external value too: each must exist with its recorded length. */
+    check_external.loaded.assign(table->s->fields, false);
+    Engine_external_reader reader(t, m_tbl, table, pk, false, Engine_external_reader::WANT_ALL,
+                                  &check_external);
+    if (!decode_row(table, row, m_scratch_rec, &reader, nullptr)) {
+      report(reader.status ? reader.error.c_str() : "a row does not decode");
       continue;
     }
-    std::string pk((const char *)k, klen);
     for (uint key = 0; key < table->s->keys; key++) {
       if (is_pk(key)) continue;
       Index_entry e;

@@ -12,7 +12,9 @@
 
 #include "tidesdb_server.h"
 #include "tidesdb_ffi.h"
+#include "external_values.h"
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -172,6 +174,19 @@ private:
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
   int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
   int unpack_row(uchar *buf, const uint8_t *value, size_t len);
+  /* The external-value facts about row `row_key` from the most recent decode of it
+     into either record buffer, or nullptr if neither holds that row. */
+  const tidesdb::External_state *external_state_for(const std::string &row_key) const;
+  /* Encodes new_data as the row stored under new_pk, replacing the row stored under
+     old_pk (nullptr for an insert), and adds the operations on external values to
+     ops (their byte buffers are kept in bufs until the ops are applied). */
+  int encode_row_change(const std::string *old_pk, const std::string &new_pk,
+                        const uchar *new_data, std::vector<tdb_op> *external_ops,
+                        std::deque<std::string> *bufs);
+  /* The operations deleting the external values of the row stored under pk. */
+  void external_deletes(const std::string &pk, std::vector<tdb_op> *ops,
+                        std::deque<std::string> *bufs);
+  void forget_external_state() { m_external[0].valid = m_external[1].valid = false; }
   /* The number of committed rows, counted by a scan (fallback if it fails). */
   ha_rows count_rows_committed(uint64_t fallback);
   void observe_auto_increment(const uchar *rec);
@@ -199,6 +214,10 @@ private:
   std::string m_last_pk;  /* primary key (or hidden row id) of the last row read */
   std::string m_row_buf;
   std::string m_value[2]; /* bytes behind the BLOB pointers of record[0] / record[1] */
+  /* External BLOB/TEXT values of the rows in record[0] / record[1]. */
+  tidesdb::External_state m_external[2];
+  uint64_t m_external_seq = 0;
+  tidesdb::Row_externals m_row_externals;
   std::vector<Index_entry> m_entries;
   /* Per MariaDB key: the columns its entries carry (empty for the primary key). */
   std::vector<std::vector<Field *>> m_covered;

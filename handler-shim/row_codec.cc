@@ -3,7 +3,12 @@
 
 namespace tidesdb {
 
-static const uchar ROW_FORMAT_VERSION = 1;
+static const uchar ROW_FORMAT_V1 = 1;
+static const uchar ROW_FORMAT_V2 = 2;
+static const uchar TAG_INLINE = 0;
+static const uchar TAG_EXTERNAL = 1;
+
+static bool is_blob(const Field *f) { return f->flags & BLOB_FLAG; }
 
 static size_t packed_upper_bound(TABLE *table, const uchar *rec) {
   size_t n = 3 + table->s->null_bytes;
@@ -11,8 +16,8 @@ static size_t packed_upper_bound(TABLE *table, const uchar *rec) {
   for (Field **fp = table->field; *fp; fp++) {
     Field *f = *fp;
     if (!f->stored_in_db()) continue;
-    n += f->pack_length() + 4;
-    if (f->flags & BLOB_FLAG) {
+    n += f->pack_length() + 5;
+    if (is_blob(f)) {
       f->move_field_offset(diff);
       n += ((Field_blob *)f)->get_length();
       f->move_field_offset(-diff);
@@ -21,11 +26,19 @@ static size_t packed_upper_bound(TABLE *table, const uchar *rec) {
   return n;
 }
 
-void encode_row(TABLE *table, const uchar *rec, std::string *out) {
+void external_key(const std::string &row_key, uint field_index, std::string *out) {
+  out->assign(row_key);
+  out->push_back((char)(field_index >> 8));
+  out->push_back((char)(field_index & 0xFF));
+}
+
+void encode_row(TABLE *table, const uchar *rec, std::string *out, Row_externals *ext) {
+  bool v2 = table->s->blob_fields > 0;
+  if (ext) ext->written.clear();
   out->resize(packed_upper_bound(table, rec));
   uchar *start = (uchar *)&(*out)[0];
   uchar *p = start;
-  *p++ = ROW_FORMAT_VERSION;
+  *p++ = v2 ? ROW_FORMAT_V2 : ROW_FORMAT_V1;
   uint stored = 0;
   for (Field **fp = table->field; *fp; fp++)
     if ((*fp)->stored_in_db()) stored++;
@@ -37,6 +50,28 @@ void encode_row(TABLE *table, const uchar *rec, std::string *out) {
   for (Field **fp = table->field; *fp; fp++) {
     Field *f = *fp;
     if (!f->stored_in_db() || f->is_null_in_record(rec)) continue;
+    if (v2 && is_blob(f)) {
+      uint idx = f->field_index;
+      if (ext && idx < ext->keep.size() && ext->keep[idx] != NOT_EXTERNAL) {
+        *p++ = TAG_EXTERNAL;
+        int4store(p, (uint32)ext->keep[idx]);
+        p += 4;
+        continue;
+      }
+      f->move_field_offset(diff);
+      Field_blob *b = (Field_blob *)f;
+      size_t len = b->get_length();
+      const uchar *data = b->get_ptr();
+      f->move_field_offset(-diff);
+      if (ext && len >= EXTERNAL_BLOB_MIN) {
+        *p++ = TAG_EXTERNAL;
+        int4store(p, (uint32)len);
+        p += 4;
+        ext->written.push_back({idx, data, len});
+        continue;
+      }
+      *p++ = TAG_INLINE;
+    }
     f->move_field_offset(diff);
     p = f->pack(p, f->ptr, UINT_MAX);
     f->move_field_offset(-diff);
@@ -44,11 +79,14 @@ void encode_row(TABLE *table, const uchar *rec, std::string *out) {
   out->resize((size_t)(p - start));
 }
 
-bool decode_row(TABLE *table, const std::string &value, uchar *buf) {
+bool decode_row(TABLE *table, const std::string &value, uchar *buf, External_reader *reader,
+                std::vector<int64_t> *external_len) {
   const uchar *p = (const uchar *)value.data();
   const uchar *end = p + value.size();
   size_t header = 3 + table->s->null_bytes;
-  if (value.size() < header || p[0] != ROW_FORMAT_VERSION) return false;
+  if (external_len) external_len->assign(table->s->fields, NOT_EXTERNAL);
+  if (value.size() < header || (p[0] != ROW_FORMAT_V1 && p[0] != ROW_FORMAT_V2)) return false;
+  bool v2 = p[0] == ROW_FORMAT_V2;
   uint stored = uint2korr(p + 1);
   p += 3;
   /* Columns that are NULL (and bytes no column writes) get the table's default
@@ -64,6 +102,28 @@ bool decode_row(TABLE *table, const std::string &value, uchar *buf) {
     if (!f->stored_in_db()) continue;
     seen++;
     if (f->is_null_in_record(buf)) continue;
+    if (v2 && is_blob(f)) {
+      if (p >= end) return false;
+      uchar tag = *p++;
+      if (tag == TAG_EXTERNAL) {
+        if (end - p < 4) return false;
+        size_t len = uint4korr(p);
+        p += 4;
+        if (external_len) (*external_len)[f->field_index] = (int64_t)len;
+        const uchar *data = nullptr;
+        size_t got = 0;
+        if (reader && reader->wanted(f)) {
+          data = reader->read(f, len);
+          if (!data) return false;
+          got = len;
+        }
+        f->move_field_offset(diff);
+        ((Field_blob *)f)->set_ptr((uint32)got, (uchar *)data);
+        f->move_field_offset(-diff);
+        continue;
+      }
+      if (tag != TAG_INLINE) return false;
+    }
     f->move_field_offset(diff);
     const uchar *next = f->unpack(f->ptr, p, end, 0);
     f->move_field_offset(-diff);

@@ -261,10 +261,20 @@ struct tdb_op {
 int tdb_apply(tdb_trx *trx, tdb_table *table, const struct tdb_op *ops, size_t n_ops,
               size_t *failed_op);
 
-/* Point read of index `index` (0 = rows) through the transaction's view.
-   TDB_NOT_FOUND when absent. *value stays valid until the next call on table. */
+/* The engine index of a table's external BLOB/TEXT values (a column family of
+   its own; the shim's row format decides what goes there). */
+#define TDB_BLOB_INDEX 0xFFFFFFFFu
+
+/* Point read of index `index` (0 = rows, TDB_BLOB_INDEX = external values) through
+   the transaction's view. TDB_NOT_FOUND when absent. *value stays valid until the
+   next call on table. */
 int tdb_get(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
             size_t key_len, const uint8_t **value, size_t *value_len);
+
+/* As tdb_get, but reads the latest committed version (own writes win), as a
+   locking read does; takes no lock. */
+int tdb_get_latest(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
+                   size_t key_len, const uint8_t **value, size_t *value_len);
 
 enum tdb_lock_mode { TDB_LOCK_SHARED = 0, TDB_LOCK_EXCLUSIVE = 1 };
 

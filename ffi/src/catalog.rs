@@ -92,11 +92,20 @@ impl TableMeta {
         })
     }
 
-    /// Column family names: the rows first, then each secondary index.
+    /// Column family names: the rows first, then each secondary index, then the
+    /// large BLOB/TEXT values stored outside the rows ([`TableMeta::blob_cf_name`]).
     pub fn cf_names(&self) -> Vec<String> {
         let mut names = vec![format!("t{}", self.table_id)];
         names.extend((1..=self.n_indexes).map(|i| format!("t{}.i{}", self.table_id, i)));
+        names.push(self.blob_cf_name());
         names
+    }
+
+    /// The family of the table's external BLOB/TEXT values (the shim's row format
+    /// decides which values go there; key = row key + column number). Tables created
+    /// before it existed get it when first opened.
+    pub fn blob_cf_name(&self) -> String {
+        format!("t{}.b", self.table_id)
     }
 }
 
@@ -115,16 +124,32 @@ pub struct TableShared {
 
 struct TableState {
     meta: TableMeta,
+    /// Rows, then secondary indexes.
     cfs: Vec<Cf>,
+    /// External BLOB/TEXT values (engine index [`BLOB_INDEX`]).
+    blob_cf: Cf,
     dropped: bool,
 }
 
+/// The engine index of a table's external BLOB/TEXT values (`TDB_BLOB_INDEX`).
+pub const BLOB_INDEX: u32 = u32::MAX;
+
+/// Splits the families of [`TableMeta::cf_names`] order into (rows + indexes, blobs).
+fn split_blob_cf(mut cfs: Vec<Cf>) -> FfiResult<(Vec<Cf>, Cf)> {
+    let blob = cfs
+        .pop()
+        .ok_or_else(|| FfiError::new(Status::Internal, "a table has no column families"))?;
+    Ok((cfs, blob))
+}
+
 impl TableShared {
-    fn new(meta: TableMeta, cfs: Vec<Cf>, db: Db, catalog_cf: Cf) -> Arc<TableShared> {
-        Arc::new(TableShared {
+    fn new(meta: TableMeta, cfs: Vec<Cf>, db: Db, catalog_cf: Cf) -> FfiResult<Arc<TableShared>> {
+        let (cfs, blob_cf) = split_blob_cf(cfs)?;
+        Ok(Arc::new(TableShared {
             state: RwLock::new(TableState {
                 meta,
                 cfs,
+                blob_cf,
                 dropped: false,
             }),
             next_rowid: AtomicU64::new(0),
@@ -132,14 +157,17 @@ impl TableShared {
             autoinc: Mutex::new(0),
             db,
             catalog_cf,
-        })
+        }))
     }
 
-    /// The column family of index `index` (0 = rows).
+    /// The column family of index `index` (0 = rows, [`BLOB_INDEX`] = external values).
     pub fn cf(&self, index: u32) -> FfiResult<Cf> {
         let st = self.state.read();
         if st.dropped {
             return Err(FfiError::new(Status::NoSuchTable, "the table was dropped"));
+        }
+        if index == BLOB_INDEX {
+            return Ok(st.blob_cf.clone());
         }
         st.cfs.get(index as usize).cloned().ok_or_else(|| {
             FfiError::new(
@@ -149,8 +177,13 @@ impl TableShared {
         })
     }
 
+    /// Rows, then secondary indexes (not the external values: see [`Self::blob_cf`]).
     pub fn cfs(&self) -> Vec<Cf> {
         self.state.read().cfs.clone()
+    }
+
+    pub fn blob_cf(&self) -> Cf {
+        self.state.read().blob_cf.clone()
     }
 
     pub fn index_count(&self) -> u32 {
@@ -544,9 +577,11 @@ impl Catalog {
         let opts = Self::table_options(db, &old)?;
         let (meta, cfs) = self.install(db, name, old.n_indexes, 1, &opts)?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
+            let (cfs, blob_cf) = split_blob_cf(cfs)?;
             let mut st = shared.state.write();
             st.meta = meta;
             st.cfs = cfs;
+            st.blob_cf = blob_cf;
             shared.next_rowid.store(0, Ordering::Release);
             *shared.autoinc.lock() = 0;
         }
@@ -579,6 +614,11 @@ impl Catalog {
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         let mut cfs = Vec::new();
         for cf_name in meta.cf_names() {
+            if cf_name == meta.blob_cf_name() && db.cf(&cf_name).is_none() {
+                // a table created before external values existed
+                cfs.push(db.create_cf(&cf_name, CfOptions::default())?);
+                continue;
+            }
             let cf = db.cf(&cf_name).ok_or_else(|| {
                 FfiError::new(
                     Status::Corruption,
@@ -588,10 +628,11 @@ impl Catalog {
             cfs.push(cf);
         }
         let mut open = self.open_tables.lock();
-        let shared = open
-            .entry(key)
-            .or_insert_with(|| TableShared::new(meta, cfs, db.clone(), self.cf.clone()))
-            .clone();
+        if let Some(shared) = open.get(&key) {
+            return Ok(shared.clone());
+        }
+        let shared = TableShared::new(meta, cfs, db.clone(), self.cf.clone())?;
+        open.insert(key, shared.clone());
         Ok(shared)
     }
 

@@ -162,6 +162,8 @@ pub fn status_text() -> FfiResult<String> {
             listed.insert(cf_name.clone());
             let what = if i == 0 {
                 format!("{table} rows")
+            } else if cf_name.ends_with(".b") {
+                format!("{table} external values")
             } else {
                 format!("{table} index {i}")
             };

@@ -445,6 +445,9 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
                 stats.index_bytes += s.approx_bytes + s.memtable_bytes;
             }
         }
+        // external BLOB/TEXT values are row data (InnoDB counts off-page columns there too)
+        let b = db.cf_stats(&table.shared.blob_cf());
+        stats.data_bytes += b.approx_bytes + b.memtable_bytes;
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, stats) }
     })
@@ -488,6 +491,7 @@ pub unsafe extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
         for cf in table.shared.cfs() {
             db.compact_range(&cf, None, None)?;
         }
+        db.compact_range(&table.shared.blob_cf(), None, None)?;
         Ok(())
     })
 }
@@ -560,6 +564,34 @@ pub unsafe extern "C" fn tdb_get(
         let key = unsafe { raw::bytes(key, key_len) }?;
         let cf = table.shared.cf(index)?;
         match trx.txn()?.get(&cf, key)? {
+            // SAFETY: writable by contract.
+            Some(v) => unsafe { table.hand_out(v, value, value_len) },
+            None => Err(FfiError::quiet(Status::NotFound)),
+        }
+    })
+}
+
+/// # Safety
+/// `key` must point to `key_len` bytes; `value`/`value_len` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_get_latest(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    key: *const u8,
+    key_len: usize,
+    value: *mut *const u8,
+    value_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles and buffers by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        let cf = table.shared.cf(index)?;
+        match trx.txn()?.get_latest(&cf, key)? {
             // SAFETY: writable by contract.
             Some(v) => unsafe { table.hand_out(v, value, value_len) },
             None => Err(FfiError::quiet(Status::NotFound)),

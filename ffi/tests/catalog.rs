@@ -129,13 +129,21 @@ fn orphan_families_are_dropped_at_open() {
         db.create_cf("t99", CfOptions::default()).expect("orphan");
         db.create_cf("t99.i1", CfOptions::default())
             .expect("orphan");
+        db.create_cf("t99.b", CfOptions::default()).expect("orphan");
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
     let _catalog = Catalog::open(&db).expect("catalog");
     let mut cfs = db.list_cfs();
     cfs.sort();
-    assert_eq!(cfs, vec!["__catalog".to_string(), "t1".to_string()]);
+    assert_eq!(
+        cfs,
+        vec![
+            "__catalog".to_string(),
+            "t1".to_string(),
+            "t1.b".to_string()
+        ]
+    );
 }
 
 #[test]

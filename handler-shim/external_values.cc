@@ -1,0 +1,58 @@
+/* external_values: see external_values.h. */
+#include "external_values.h"
+
+namespace tidesdb {
+
+int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint field_index,
+                  bool latest, std::string *out) {
+  std::string key;
+  external_key(row_key, field_index, &key);
+  const uint8_t *v;
+  size_t vlen;
+  int st = latest ? tdb_get_latest(trx, tbl, TDB_BLOB_INDEX, (const uint8_t *)key.data(),
+                                   key.size(), &v, &vlen)
+                  : tdb_get(trx, tbl, TDB_BLOB_INDEX, (const uint8_t *)key.data(), key.size(),
+                            &v, &vlen);
+  if (st) return st;
+  out->assign((const char *)v, vlen);
+  return 0;
+}
+
+bool Engine_external_reader::wanted(Field *field) {
+  if (m_want == WANT_ALL) return true;
+  if (m_want == WANT_NONE) return false;
+  return bitmap_is_set(m_table->read_set, field->field_index) ||
+         bitmap_is_set(m_table->write_set, field->field_index) ||
+         !field->part_of_key.is_clear_all();
+}
+
+const uchar *Engine_external_reader::read(Field *field, size_t len) {
+  uint idx = field->field_index;
+  if (!m_state) {
+    status = TDB_INVALID;
+    error = "no buffer for an external value";
+    return nullptr;
+  }
+  if (m_state->buffers.size() < m_table->s->fields) m_state->buffers.resize(m_table->s->fields);
+  std::string *buf = &m_state->buffers[idx];
+  status = read_external(m_trx, m_tbl, m_row_key, idx, m_latest, buf);
+  if (status) {
+    error = status == TDB_NOT_FOUND ? "an external BLOB/TEXT value of a row is missing"
+                                    : "an external BLOB/TEXT value could not be read";
+    return nullptr;
+  }
+  if (buf->size() != len) {
+    status = TDB_CORRUPTION;
+    error = "an external BLOB/TEXT value has not the length its row records";
+    return nullptr;
+  }
+  if (m_state) {
+    if (m_state->loaded.size() < m_table->s->fields) m_state->loaded.resize(m_table->s->fields);
+    m_state->loaded[idx] = true;
+  }
+  /* A zero-length value never goes external, so data() is never a dangling
+     pointer here; the record keeps pointing at the buffer until the next decode. */
+  return (const uchar *)buf->data();
+}
+
+}  // namespace tidesdb

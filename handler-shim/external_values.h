@@ -1,0 +1,62 @@
+/*
+  external_values: the handler's side of BLOB/TEXT values stored outside the row
+  (format in row_codec.h). Reads them back while a row decodes, remembers per record
+  buffer which of the row's values are external and which were read, and turns that
+  into the engine operations of a row change.
+*/
+#ifndef TIDESDB_EXTERNAL_VALUES_H
+#define TIDESDB_EXTERNAL_VALUES_H
+
+#include "row_codec.h"
+#include "tidesdb_ffi.h"
+#include <string>
+#include <vector>
+
+namespace tidesdb {
+
+/* What the handler knows about the external values of the row last decoded into
+   one record buffer. */
+struct External_state {
+  bool valid = false;
+  uint64_t seq = 0;                 /* decode order, to find the most recent */
+  std::string row_key;              /* the row these facts are about */
+  std::vector<int64_t> length;      /* per field: stored external length or NOT_EXTERNAL */
+  std::vector<bool> loaded;         /* per field: its bytes are in the record */
+  std::vector<std::string> buffers; /* per field: the bytes the record points at */
+};
+
+/* Reads external values through a transaction, for one row. */
+class Engine_external_reader : public External_reader {
+public:
+  enum Want { WANT_NONE, WANT_NEEDED, WANT_ALL };
+  Engine_external_reader(tdb_trx *trx, tdb_table *tbl, TABLE *table, const std::string &row_key,
+                         bool latest, Want want, External_state *state)
+      : m_trx(trx), m_tbl(tbl), m_table(table), m_row_key(row_key), m_latest(latest),
+        m_want(want), m_state(state) {}
+  /* NEEDED: in read_set or write_set (an UPDATE may copy the old value into the new
+     row), or part of a key (index maintenance encodes it). */
+  bool wanted(Field *field) override;
+  const uchar *read(Field *field, size_t len) override;
+  /* After a failed read: the engine status (TDB_NOT_FOUND for a missing value) and
+     a description. */
+  int status = 0;
+  std::string error;
+
+private:
+  tdb_trx *m_trx;
+  tdb_table *m_tbl;
+  TABLE *m_table;
+  const std::string &m_row_key;
+  bool m_latest;
+  Want m_want;
+  External_state *m_state;
+  std::string m_key;
+};
+
+/* Reads one external value's bytes into out (latest committed or snapshot). */
+int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint field_index,
+                  bool latest, std::string *out);
+
+}  // namespace tidesdb
+
+#endif
