@@ -432,6 +432,48 @@ impl Searcher<'_> {
         Ok(s)
     }
 
+    /// WITH QUERY EXPANSION: the query again, with every word of the best rows of
+    /// its first pass (`first`) added. The words of a row are found by one scan of
+    /// the whole index (it keeps no row -> words map): the cost grows with the index.
+    fn expand(&mut self, mut clauses: Vec<Clause>, first: &Scores) -> FfiResult<Scores> {
+        let mut best: Vec<(&Vec<u8>, &f32)> = first.iter().collect();
+        best.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        let best: HashSet<&[u8]> = best
+            .into_iter()
+            .take(EXPANSION_ROWS)
+            .map(|(pk, _)| pk.as_slice())
+            .collect();
+        if best.is_empty() {
+            return Ok(Scores::new());
+        }
+        let mut words: HashSet<String> = clauses
+            .iter()
+            .filter_map(|c| match &c.term {
+                Term::Word(w) => Some(w.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut it = self.txn.iter(&self.cf, IterOptions::default())?;
+        it.seek_to_first();
+        while it.valid() {
+            let key = it.key();
+            if let Some(sep) = key.iter().position(|&b| b == 0) {
+                if best.contains(&key[sep + 1..]) {
+                    let w = String::from_utf8_lossy(&key[..sep]).into_owned();
+                    if words.insert(w.clone()) {
+                        clauses.push(Clause {
+                            occur: Occur::Should,
+                            term: Term::Word(w),
+                        });
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        self.group(&clauses)
+    }
+
     /// A group: the rows of every Must clause (or, with none, of any Should clause),
     /// minus the rows of MustNot clauses; relevance summed over matching clauses.
     fn group(&mut self, clauses: &[Clause]) -> FfiResult<Scores> {
@@ -477,6 +519,10 @@ impl Searcher<'_> {
 /// Query flags (`FT_BOOL`, `FT_SORTED` of MariaDB's ft_global.h).
 const FT_BOOL: u32 = 1;
 const FT_SORTED: u32 = 2;
+const FT_EXPAND: u32 = 4;
+/// Rows of the first pass whose words WITH QUERY EXPANSION adds to the query
+/// (MariaDB's ft_query_expansion_limit default).
+const EXPANSION_ROWS: usize = 20;
 
 /// `tdb_ft_result` of the header: the rows a query matched.
 pub struct FtResult {
@@ -506,7 +552,10 @@ pub fn search(
         cf,
         docs,
     };
-    let scores = s.group(&clauses)?;
+    let mut scores = s.group(&clauses)?;
+    if flags & FT_EXPAND != 0 && flags & FT_BOOL == 0 {
+        scores = s.expand(clauses, &scores)?;
+    }
     let mut rows: Vec<(Vec<u8>, f32)> = scores.iter().map(|(k, v)| (k.clone(), *v)).collect();
     if flags & FT_SORTED != 0 {
         rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
