@@ -703,7 +703,8 @@ mod tests {
 
     #[test]
     fn tokenizer_folds_case_and_drops_short_and_stop_words() {
-        let t = document_terms(&doc(&["The STRAßE is in Köln, x_y 42 abc", "abc déjà"])).unwrap();
+        let t = document_terms(&doc(&["The STRAßE is in Köln, x_y 42 abc", "abc déjà"]))
+            .expect("terms");
         let words: Vec<&str> = t.keys().map(String::as_str).collect();
         assert_eq!(words, vec!["abc", "déjà", "köln", "straße", "x_y"]);
         // Positions count every word, across columns.
@@ -714,7 +715,10 @@ mod tests {
     #[test]
     fn postings_round_trip_and_reject_damage() {
         let v = posting_value(&[0, 5, 300, 70000]);
-        assert_eq!(decode_positions(&v).unwrap(), vec![0, 5, 300, 70000]);
+        assert_eq!(
+            decode_positions(&v).expect("positions"),
+            vec![0, 5, 300, 70000]
+        );
         assert!(decode_positions(&v[..v.len() - 1]).is_err());
         assert!(decode_positions(&[0xFF; 8]).is_err());
         assert!(document_terms(&[5, 0, 0, 0, b'a']).is_err());
