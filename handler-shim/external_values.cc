@@ -18,12 +18,21 @@ int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint
   return 0;
 }
 
+bool field_in_any_key(TABLE *table, Field *field) {
+  for (uint k = 0; k < table->s->keys; k++) {
+    const KEY &key = table->key_info[k];
+    for (uint p = 0; p < key.user_defined_key_parts; p++)
+      if (key.key_part[p].fieldnr == field->field_index + 1) return true;
+  }
+  return false;
+}
+
 bool Engine_external_reader::wanted(Field *field) {
   if (m_want == WANT_ALL) return true;
   if (m_want == WANT_NONE) return false;
   return bitmap_is_set(m_table->read_set, field->field_index) ||
          bitmap_is_set(m_table->write_set, field->field_index) ||
-         !field->part_of_key.is_clear_all();
+         field_in_any_key(m_table, field);
 }
 
 const uchar *Engine_external_reader::read(Field *field, size_t len) {

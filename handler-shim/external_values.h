@@ -34,7 +34,8 @@ public:
       : m_trx(trx), m_tbl(tbl), m_table(table), m_row_key(row_key), m_latest(latest),
         m_want(want), m_state(state) {}
   /* NEEDED: in read_set or write_set (an UPDATE may copy the old value into the new
-     row), or part of a key (index maintenance encodes it). */
+     row), or part of any key, FULLTEXT included (index maintenance encodes it; the
+     server's part_of_key never lists BLOB columns). */
   bool wanted(Field *field) override;
   const uchar *read(Field *field, size_t len) override;
   /* After a failed read: the engine status (TDB_NOT_FOUND for a missing value) and
@@ -52,6 +53,9 @@ private:
   External_state *m_state;
   std::string m_key;
 };
+
+/* Whether field is a part of any key of table's share. */
+bool field_in_any_key(TABLE *table, Field *field);
 
 /* Reads one external value's bytes into out (latest committed or snapshot). */
 int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint field_index,

@@ -76,7 +76,9 @@ ulonglong ha_tidesdb::table_flags() const {
      primary key's columns too (they are covered columns of every entry). */
   return HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
-         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER;
+         HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER |
+         /* FULLTEXT (fulltext.cc); _EXT: MATCH needs a FULLTEXT index, as in InnoDB */
+         HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT;
 }
 
 /* True if an index entry carries the whole value of key part kp (see Format). */
@@ -89,6 +91,7 @@ static bool part_is_covered(const KEY_PART_INFO *kp) {
 ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   ulong flags = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE;
   if (!table_share || idx >= table_share->keys) return flags;
+  if (is_fulltext(&table_share->key_info[idx])) return 0; /* read by ft_read only */
   if (idx == table_share->primary_key) {
     /* The row holds every column. */
     return flags | HA_CLUSTERED_INDEX | HA_KEYREAD_ONLY;
@@ -437,7 +440,7 @@ int ha_tidesdb::write_row(const uchar *buf) {
   ops.push_back(put_op(0, pk, m_row_buf, m_hidden_pk ? 0 : pk.size()));
   op_keys.push_back(m_hidden_pk ? MAX_KEY : table->s->primary_key);
   for (uint k = 0; k < table->s->keys; k++) {
-    if (is_pk(k)) continue;
+    if (is_pk(k) || ft_ops(k, nullptr, pk, buf, pk, &ops, &op_keys)) continue;
     Index_entry &e = m_entries[k];
     encode_secondary(k, buf, pk, &e);
     ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
@@ -489,7 +492,7 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   ops.push_back(put_op(0, new_pk, m_row_buf, pk_changed ? new_pk.size() : 0));
   op_keys.push_back(pk_keynr);
   for (uint k = 0; k < table->s->keys; k++) {
-    if (is_pk(k)) continue;
+    if (is_pk(k) || ft_ops(k, old_data, old_pk, new_data, new_pk, &ops, &op_keys)) continue;
     Index_entry &old_e = old_entries[k], &new_e = m_entries[k];
     encode_secondary(k, old_data, old_pk, &old_e);
     encode_secondary(k, new_data, new_pk, &new_e);
@@ -533,7 +536,7 @@ int ha_tidesdb::delete_row(const uchar *buf) {
   ops.push_back(delete_op(0, pk));
   op_keys.push_back(MAX_KEY);
   for (uint k = 0; k < table->s->keys; k++) {
-    if (is_pk(k)) continue;
+    if (is_pk(k) || ft_ops(k, buf, pk, nullptr, pk, &ops, &op_keys)) continue;
     encode_secondary(k, buf, pk, &m_entries[k]);
     ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
@@ -1233,6 +1236,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
   if (progress) thd_progress_init(thd, table->s->keys);
   for (uint k = 0; k < table->s->keys && st == TDB_OK; k++) {
     KEY *key = &table->key_info[k];
+    if (is_fulltext(key)) continue; /* no rec_per_key for FULLTEXT keys */
     uint parts = key->user_defined_key_parts;
     std::vector<ha_rows> distinct(parts, 0);
     std::vector<std::string> prev(parts);
@@ -1305,6 +1309,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   uint n_indexes = tdb_table_index_count(m_tbl);
   ha_rows expected = stats.records;
   ha_rows rows = 0;
+  std::vector<ha_rows> ft_words(table->s->keys, 0); /* FULLTEXT: postings expected */
   ulonglong problems = 0;
   auto report = [&](const char *what) {
     if (problems++ < 10)
@@ -1335,7 +1340,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
       continue;
     }
     for (uint key = 0; key < table->s->keys; key++) {
-      if (is_pk(key)) continue;
+      if (is_pk(key) || ft_check_row(key, m_scratch_rec, &ft_words)) continue;
       Index_entry e;
       encode_secondary(key, m_scratch_rec, pk, &e);
       const uint8_t *ev;
@@ -1363,7 +1368,10 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     tdb_cursor_close(c);
     if (st != TDB_END) break;
     st = TDB_OK;
-    if (entries != rows) report("an index has a different number of entries than the table has rows");
+    ha_rows want = rows;
+    for (uint k = 0; k < table->s->keys; k++)
+      if (!is_pk(k) && engine_index(k) == idx && is_fulltext(&table->key_info[k])) want = ft_words[k];
+    if (entries != want) report("an index has a different number of entries than the table has rows");
   }
   thd_progress_end(thd);
   if (thd_killed(thd)) return HA_ADMIN_FAILED;

@@ -15,6 +15,7 @@
 #include "external_values.h"
 #include <atomic>
 #include <deque>
+#include "fulltext.h"
 #include <mutex>
 #include <string>
 #include <vector>
@@ -126,7 +127,23 @@ public:
   int check(THD *thd, HA_CHECK_OPT *check_opt) override;
   int optimize(THD *thd, HA_CHECK_OPT *check_opt) override;
 
+  /* ---- FULLTEXT (fulltext.cc) ---- */
+  FT_INFO *ft_init_ext(uint flags, uint inx, String *key) override;
+  int ft_init() override;
+  int ft_read(uchar *buf) override;
+  /* Relevance of the row in record for a search (FT_INFO::find_relevance). */
+  float ft_relevance_of(Tidesdb_ft_info *info, const uchar *record);
+
 private:
+  /* FULLTEXT key k of a row change: appends its TDB_OP_FT_* ops (old_rec / new_rec
+     NULL for an insert / delete) and returns true; false if k is not FULLTEXT. */
+  bool ft_ops(uint k, const uchar *old_rec, const std::string &old_pk, const uchar *new_rec,
+              const std::string &new_pk, std::vector<tdb_op> *ops, std::vector<uint> *op_keys);
+  /* CHECK TABLE: FULLTEXT key k of a row adds its word count to expected[k]. */
+  bool ft_check_row(uint k, const uchar *rec, std::vector<ha_rows> *expected);
+  /* Documents behind the pointers of the ft ops of the current row change. */
+  std::vector<std::string> m_ft_docs;
+
   /* Remembers a failed engine call's message and returns its HA_ERR_* code. */
   int fail(int status);
   /* CHECK / OPTIMIZE TABLE's result when an engine call failed with status. */

@@ -128,7 +128,16 @@ static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                           "with ER_LOCK_WAIT_TIMEOUT (like innodb_lock_wait_timeout)",
                           NULL, NULL, 50, 0, 1024 * 1024 * 1024, 0);
 
+static uint sysvar_ft_min_token_size;
+static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
+                         PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                         "Shortest word (in characters) stored in FULLTEXT indexes (like "
+                         "innodb_ft_min_token_size; existing indexes need a rebuild after a "
+                         "change)",
+                         NULL, NULL, 3, 1, 84, 0);
+
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
+    MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(sync_mode),
     MYSQL_SYSVAR(sync_interval_ms),
@@ -378,6 +387,7 @@ static int tidesdb_init(void *p) {
   opts.sync_interval_ms = sysvar_sync_interval_ms;
   opts.background_threads = sysvar_background_threads;
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
+  tdb_ft_set_min_token_size(sysvar_ft_min_token_size);
   if (int st = tdb_engine_open(dir.c_str(), &opts)) {
     sql_print_error("TidesDB: cannot open %s: %s (status %d)", dir.c_str(), tdb_last_error(),
                     st);

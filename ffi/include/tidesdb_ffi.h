@@ -238,7 +238,12 @@ int tdb_trx_savepoint_release(tdb_trx *trx, uint64_t id);
 
 enum tdb_op_kind {
   TDB_OP_PUT = 0,    /* insert or overwrite key */
-  TDB_OP_DELETE = 1  /* remove key (absent key is fine) */
+  TDB_OP_DELETE = 1, /* remove key (absent key is fine) */
+  /* FULLTEXT index (index = its engine index): key = the row's primary key, value =
+     the row's document (the index's non-NULL columns in UTF-8, each as u32 LE length
+     + bytes); the engine adds / removes the postings of its words. lock must be 0. */
+  TDB_OP_FT_PUT = 2,
+  TDB_OP_FT_DELETE = 3
 };
 
 struct tdb_op {
@@ -314,6 +319,30 @@ int tdb_cursor_prev(tdb_cursor *cursor);
 /* The current entry; valid until the next call on the cursor. */
 int tdb_cursor_entry(tdb_cursor *cursor, const uint8_t **key, size_t *key_len,
                      const uint8_t **value, size_t *value_len);
+
+/* ---- FULLTEXT (ffi/src/fulltext.rs: tokenizer, format, ranking) -------------- */
+
+/* Words shorter than n characters are not indexed (tidesdb_ft_min_token_size; set
+   once at plugin start, before any table is opened). */
+void tdb_ft_set_min_token_size(uint32_t n);
+/* Number of distinct indexed words of a document (CHECK TABLE); 0 on error. */
+uint64_t tdb_ft_document_terms(const uint8_t *doc, size_t len);
+
+typedef struct tdb_ft_result tdb_ft_result;
+/* Evaluates a query (UTF-8) on FULLTEXT index `index` in the transaction's view.
+   flags: 1 = boolean mode, 2 = sorted by relevance (else by primary key), 4 = WITH
+   QUERY EXPANSION (natural language mode only). */
+int tdb_ft_search(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *query,
+                  size_t len, uint32_t flags, tdb_ft_result **out);
+/* The next matching row's primary key (valid while the result lives) and relevance;
+   TDB_END after the last. */
+int tdb_ft_result_next(tdb_ft_result *res, const uint8_t **pk, size_t *pk_len,
+                       float *relevance);
+void tdb_ft_result_rewind(tdb_ft_result *res);
+uint64_t tdb_ft_result_count(const tdb_ft_result *res);
+/* Relevance of the row with this primary key; 0 if it does not match. */
+float tdb_ft_result_relevance(const tdb_ft_result *res, const uint8_t *pk, size_t len);
+void tdb_ft_result_free(tdb_ft_result *res);
 
 #ifdef __cplusplus
 }

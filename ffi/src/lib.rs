@@ -10,6 +10,7 @@
 //! - [`table`]: per-handler table handles, atomic multi-index row changes, point reads;
 //! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
 //! - [`stats`]: the engine's counters and the text of SHOW ENGINE TIDESDB STATUS;
+//! - [`fulltext`]: FULLTEXT indexes: tokenizer, postings, ranking, boolean queries;
 //! - [`status`]: status codes, the thread's last error message, and the guard that keeps
 //!   every panic on this side of the boundary.
 //!
@@ -18,6 +19,7 @@
 pub mod catalog;
 pub mod cursor;
 pub mod engine;
+pub mod fulltext;
 pub mod stats;
 pub mod status;
 pub mod table;

@@ -6,6 +6,7 @@ use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, Txn};
 
 use crate::catalog::TableShared;
 use crate::engine::engine;
+use crate::fulltext;
 use crate::raw;
 use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
 use crate::trx::Trx;
@@ -53,6 +54,10 @@ pub struct Op {
 
 const OP_PUT: u32 = 0;
 const OP_DELETE: u32 = 1;
+/// FULLTEXT index ops: key = primary key, value = the row's document (see
+/// `fulltext`); the postings it implies are added / removed.
+const OP_FT_PUT: u32 = 2;
+const OP_FT_DELETE: u32 = 3;
 
 /// The smallest key greater than every key that starts with `prefix`, or None when
 /// there is none (the prefix is all 0xFF).
@@ -132,6 +137,11 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
                     txn.put(&cf, key, value)?;
                 }
                 OP_DELETE => txn.delete(&cf, key)?,
+                OP_FT_PUT | OP_FT_DELETE => {
+                    // SAFETY: as above.
+                    let doc = unsafe { raw::bytes(op.value, op.value_len) }?;
+                    fulltext::apply_document(txn, &cf, key, doc, op.kind == OP_FT_PUT)?;
+                }
                 other => {
                     return Err(FfiError::new(
                         Status::Invalid,

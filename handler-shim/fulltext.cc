@@ -1,0 +1,183 @@
+/*
+  FULLTEXT indexes: the handler's hooks and the server's FT_INFO interface.
+
+  Each FULLTEXT key is an engine index of its own (a column family, t<id>.i<n>)
+  holding postings; their format, the tokenizer and the ranking are documented in
+  ffi/src/fulltext.rs. A row change sends the engine the row's document (its
+  indexed columns in UTF-8) in TDB_OP_FT_PUT / TDB_OP_FT_DELETE ops of the same
+  tdb_apply as the row, so the postings change atomically with it (statement and
+  transaction rollback, savepoints, recovery all come with that).
+
+  MATCH ... AGAINST: Item_func_match::init_search calls ft_init_ext, which runs the
+  whole query in the engine (postings only, never a table scan) and keeps its
+  result: the matching primary keys with their relevance, sorted by relevance when
+  the server asks (FT_SORTED), else by primary key. With the FULLTEXT index as the
+  access method the server then calls ft_init + ft_read (one row per result);
+  otherwise (MATCH in the select list of another plan) it asks find_relevance for
+  each row it reads, answered from the result by primary key.
+*/
+#include "ha_tidesdb.h"
+#include "errors.h"
+
+using namespace tidesdb;
+
+void tidesdb::ft_document(TABLE *table, const KEY *key, const uchar *rec, std::string *out) {
+  out->clear();
+  my_ptrdiff_t diff = rec - table->record[0];
+  String value, utf8;
+  for (uint p = 0; p < key->user_defined_key_parts; p++) {
+    Field *f = table->field[key->key_part[p].fieldnr - 1];
+    if (f->is_null_in_record(rec)) continue;
+    f->move_field_offset(diff);
+    String *v = f->val_str(&value, &value);
+    f->move_field_offset(-diff);
+    if (!v) continue;
+    uint errors;
+    utf8.copy(v->ptr(), v->length(), v->charset(), &my_charset_utf8mb4_bin, &errors);
+    uchar len[4];
+    int4store(len, (uint32)utf8.length());
+    out->append((const char *)len, 4);
+    out->append(utf8.ptr(), utf8.length());
+  }
+}
+
+static tdb_op ft_op(uint32_t kind, uint32_t index, const std::string &pk,
+                    const std::string &doc) {
+  tdb_op op;
+  op.index = index;
+  op.kind = kind;
+  op.lock = 0; /* the row's lock covers its postings */
+  op.key = (const uint8_t *)pk.data();
+  op.key_len = pk.size();
+  op.value = (const uint8_t *)doc.data();
+  op.value_len = doc.size();
+  op.unique_len = 0;
+  return op;
+}
+
+bool ha_tidesdb::ft_ops(uint k, const uchar *old_rec, const std::string &old_pk,
+                        const uchar *new_rec, const std::string &new_pk,
+                        std::vector<tdb_op> *ops, std::vector<uint> *op_keys) {
+  const KEY *key = &table->key_info[k];
+  if (!is_fulltext(key)) return false;
+  /* Sized once, before the first op points into it. */
+  if (m_ft_docs.size() < 2 * (size_t)table->s->keys) m_ft_docs.resize(2 * table->s->keys);
+  std::string &old_doc = m_ft_docs[2 * k], &new_doc = m_ft_docs[2 * k + 1];
+  if (old_rec) ft_document(table, key, old_rec, &old_doc);
+  if (new_rec) ft_document(table, key, new_rec, &new_doc);
+  if (old_rec && new_rec && old_doc == new_doc && old_pk == new_pk) return true;
+  if (old_rec) {
+    ops->push_back(ft_op(TDB_OP_FT_DELETE, engine_index(k), old_pk, old_doc));
+    op_keys->push_back(k);
+  }
+  if (new_rec) {
+    ops->push_back(ft_op(TDB_OP_FT_PUT, engine_index(k), new_pk, new_doc));
+    op_keys->push_back(k);
+  }
+  return true;
+}
+
+bool ha_tidesdb::ft_check_row(uint k, const uchar *rec, std::vector<ha_rows> *expected) {
+  const KEY *key = &table->key_info[k];
+  if (!is_fulltext(key)) return false;
+  std::string doc;
+  ft_document(table, key, rec, &doc);
+  (*expected)[k] += tdb_ft_document_terms((const uint8_t *)doc.data(), doc.size());
+  return true;
+}
+
+/* ------------------------------------------------------------ FT_INFO vtable */
+
+static int ft_vft_read_next(FT_INFO *info, char *record) {
+  Tidesdb_ft_info *fi = reinterpret_cast<Tidesdb_ft_info *>(info);
+  return fi->handler->ft_read((uchar *)record);
+}
+
+static float ft_vft_find_relevance(FT_INFO *info, uchar *record, uint length) {
+  Tidesdb_ft_info *fi = reinterpret_cast<Tidesdb_ft_info *>(info);
+  /* length != 0: a text to search without an index, which HA_CAN_FULLTEXT_EXT
+     makes the server refuse (as for InnoDB). */
+  if (length) return 0.0f;
+  return fi->handler->ft_relevance_of(fi, record);
+}
+
+static void ft_vft_close_search(FT_INFO *info) {
+  Tidesdb_ft_info *fi = reinterpret_cast<Tidesdb_ft_info *>(info);
+  tdb_ft_result_free(fi->result);
+  my_free(fi);
+}
+
+static float ft_vft_get_relevance(FT_INFO *info) {
+  return reinterpret_cast<Tidesdb_ft_info *>(info)->relevance;
+}
+
+static void ft_vft_reinit_search(FT_INFO *info) {
+  tdb_ft_result_rewind(reinterpret_cast<Tidesdb_ft_info *>(info)->result);
+}
+
+static struct _ft_vft tidesdb_ft_vft = {ft_vft_read_next, ft_vft_find_relevance,
+                                        ft_vft_close_search, ft_vft_get_relevance,
+                                        ft_vft_reinit_search};
+
+/* ----------------------------------------------------------- handler methods */
+
+FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
+  if (inx >= table->s->keys || !is_fulltext(&table->key_info[inx])) {
+    my_error(ER_FT_MATCHING_KEY_NOT_FOUND, MYF(0));
+    return NULL;
+  }
+  String utf8;
+  uint errors;
+  utf8.copy(key->ptr(), key->length(), key->charset(), &my_charset_utf8mb4_bin, &errors);
+  tdb_ft_result *res = nullptr;
+  int st = tdb_ft_search(trx(), m_tbl, engine_index(inx), (const uint8_t *)utf8.ptr(),
+                         utf8.length(), flags & (FT_BOOL | FT_SORTED | FT_EXPAND), &res);
+  if (st) {
+    my_error(ER_GET_ERRNO, MYF(0), fail(st), "TidesDB");
+    return NULL;
+  }
+  Tidesdb_ft_info *fi = (Tidesdb_ft_info *)my_malloc(PSI_NOT_INSTRUMENTED,
+                                                     sizeof(Tidesdb_ft_info), MYF(MY_WME));
+  if (!fi) {
+    tdb_ft_result_free(res);
+    return NULL;
+  }
+  fi->please = &tidesdb_ft_vft;
+  fi->handler = this;
+  fi->result = res;
+  fi->relevance = 0.0f;
+  return reinterpret_cast<FT_INFO *>(fi);
+}
+
+int ha_tidesdb::ft_init() {
+  if (ft_handler) tdb_ft_result_rewind(reinterpret_cast<Tidesdb_ft_info *>(ft_handler)->result);
+  return 0;
+}
+
+int ha_tidesdb::ft_read(uchar *buf) {
+  Tidesdb_ft_info *fi = reinterpret_cast<Tidesdb_ft_info *>(ft_handler);
+  if (!fi) return HA_ERR_END_OF_FILE;
+  for (;;) {
+    const uint8_t *pk;
+    size_t pk_len;
+    float rel;
+    int st = tdb_ft_result_next(fi->result, &pk, &pk_len, &rel);
+    if (st == TDB_END) return HA_ERR_END_OF_FILE;
+    if (st) return fail(st);
+    int err = read_row_by_pk(buf, pk, pk_len);
+    /* A locking read finds the latest rows: one deleted since the snapshot the
+       postings were read in is skipped. */
+    if (err == HA_ERR_KEY_NOT_FOUND) continue;
+    if (!err) fi->relevance = rel;
+    return err;
+  }
+}
+
+float ha_tidesdb::ft_relevance_of(Tidesdb_ft_info *fi, const uchar *record) {
+  std::string pk;
+  if (m_hidden_pk)
+    pk = m_last_pk;
+  else
+    encode_pk(record, &pk);
+  return tdb_ft_result_relevance(fi->result, (const uint8_t *)pk.data(), pk.size());
+}
