@@ -100,7 +100,7 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
 }
 
 /* The fields an entry of secondary key keynr carries (see Format). */
-static void covered_fields(TABLE *table, uint keynr, bool hidden_pk,
+void tidesdb::covered_fields(TABLE *table, uint keynr, bool hidden_pk,
                            std::vector<Field *> *out) {
   out->clear();
   auto add = [&](const KEY *key) {
@@ -300,6 +300,11 @@ void ha_tidesdb::encode_pk(const uchar *rec, std::string *out) {
 
 void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::string &pk,
                                   Index_entry *out) {
+  encode_entry(table, keynr, m_covered[keynr], rec, pk, out);
+}
+
+void ha_tidesdb::encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
+                              const uchar *rec, const std::string &pk, Index_entry *out) {
   out->key.clear();
   KEY *key = &table->key_info[keynr];
   bool any_null =
@@ -312,7 +317,6 @@ void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::strin
     out->value.append(pk);
   else
     out->key.append(pk);
-  std::vector<Field *> &fields = m_covered[keynr];
   my_ptrdiff_t diff = rec - table->record[0];
   for (Field *f : fields) {
     if (f->is_null_in_record(rec)) {

@@ -22,6 +22,9 @@ tdb_trx *get_trx(THD *thd, bool create);
 /* Starts (if needed) the connection's transaction and its current statement, and
    registers the engine with the server's transaction coordinator. */
 int begin_statement(THD *thd, tdb_trx **out);
+/* The fields an entry of secondary key keynr of table carries (see the Format in
+   ha_tidesdb.cc). */
+void covered_fields(TABLE *table, uint keynr, bool hidden_pk, std::vector<Field *> *out);
 }  // namespace tidesdb
 
 /* Per-table state shared by all handlers of one TABLE_SHARE: the server's table
@@ -68,6 +71,15 @@ public:
   int truncate() override;
   int delete_all_rows() override { return HA_ERR_WRONG_COMMAND; }
   void update_create_info(HA_CREATE_INFO *info) override;
+
+  /* ---- in-place ALTER TABLE (inplace_alter.cc) ---- */
+  enum_alter_inplace_result check_if_supported_inplace_alter(
+      TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
+  bool prepare_inplace_alter_table(TABLE *altered_table,
+                                   Alter_inplace_info *ha_alter_info) override;
+  bool inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
+  bool commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
+                                  bool commit) override;
 
   /* ---- open / lock ---- */
   int open(const char *name, int mode, uint test_if_locked) override;
@@ -132,6 +144,12 @@ private:
 
   void encode_pk(const uchar *rec, std::string *out);
   void encode_secondary(uint keynr, const uchar *rec, const std::string &pk, Index_entry *out);
+  /* The entry of key keynr of table (this handler's or an ALTER's new definition)
+     for record rec, whose entries carry fields. */
+  static void encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
+                           const uchar *rec, const std::string &pk, Index_entry *out);
+  /* Fills the new indexes of an in-place ALTER from the table's rows. */
+  bool build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
   /* The primary key an index entry points at, or false if the entry is damaged. */
   bool pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len,
                    const uint8_t **pk) const;

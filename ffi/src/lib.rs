@@ -17,6 +17,7 @@
 pub mod catalog;
 pub mod cursor;
 pub mod engine;
+pub mod index_build;
 pub mod status;
 pub mod table;
 pub mod trx;
