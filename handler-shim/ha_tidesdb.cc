@@ -77,8 +77,7 @@ ulonglong ha_tidesdb::table_flags() const {
          HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER;
 }
 
-/* True if an index entry carries the whole value of key part kp (see Format). */
-static bool part_is_covered(const KEY_PART_INFO *kp) {
+bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {
   const Field *f = kp->field;
   return f && !(f->flags & BLOB_FLAG) && !(kp->key_part_flag & HA_PART_KEY_SEG) &&
          f->key_length() == kp->length;
@@ -96,6 +95,8 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   bool covered = true;
   for (uint p = all_parts ? 0 : part; p <= part && covered; p++)
     covered = part_is_covered(&key->key_part[p]);
+  /* Secondary keys take pushed index conditions (icp.cc). */
+  flags |= HA_DO_INDEX_COND_PUSHDOWN;
   return covered ? flags | HA_KEYREAD_ONLY : flags;
 }
 
@@ -693,17 +694,23 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     /* The latest version of the row may have left this index entry. */
     Index_entry now;
     encode_secondary(m_cursor_key, buf, pk_copy, &now);
-    return now.key == entry_key ? 0 : ROW_GONE;
+    if (now.key != entry_key) return ROW_GONE;
+    return index_cond_verdict(buf);
   }
-  if (keyread_enabled() && keyread == m_cursor_key) {
-    /* Index-only read: the entry carries every column the server reads. */
+  bool icp = pushed_idx_cond && pushed_idx_cond_keyno == m_cursor_key;
+  if (icp || (keyread_enabled() && keyread == m_cursor_key)) {
+    /* Index-only read (the entry carries every column the server reads), or the
+       pushed condition checked on the entry before the row is read. */
     if (!unpack_entry_columns(buf, v, vlen)) {
       m_last_error = "an index entry does not match the table definition";
       sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
       return HA_ERR_TIDESDB_CORRUPTION;
     }
-    m_last_pk.assign((const char *)pk, m_pk_len);
-    return 0;
+    if (int verdict = index_cond_verdict(buf)) return verdict;
+    if (!icp || (keyread_enabled() && keyread == m_cursor_key)) {
+      m_last_pk.assign((const char *)pk, m_pk_len);
+      return 0;
+    }
   }
   int err = read_row_by_pk(buf, pk, m_pk_len);
   if (err == HA_ERR_KEY_NOT_FOUND) {
@@ -726,7 +733,9 @@ int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string 
     if (prefix && (klen < prefix->size() || memcmp(k, prefix->data(), prefix->size())))
       return not_found;
     int err = fetch_entry_row(buf, k, klen, v, vlen);
-    if (!err && m_cursor_index != 0) m_last_entry_key.assign((const char *)k, klen);
+    if (m_cursor_index != 0 && (!err || err == ICP_NO_MATCH))
+      m_last_entry_key.assign((const char *)k, klen);
+    if (err == ICP_OUT_OF_RANGE) return not_found;
     if (err != ROW_GONE) return err;
     st = forward ? tdb_cursor_next(m_cursor) : tdb_cursor_prev(m_cursor);
   }

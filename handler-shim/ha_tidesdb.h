@@ -17,6 +17,9 @@
 #include <vector>
 
 namespace tidesdb {
+/* True if an index entry carries the whole value of key part kp (see the Format in
+   ha_tidesdb.cc). */
+bool part_is_covered(const KEY_PART_INFO *kp);
 /* The connection's transaction; created on first use when create is true. */
 tdb_trx *get_trx(THD *thd, bool create);
 /* Starts (if needed) the connection's transaction and its current statement, and
@@ -116,6 +119,9 @@ public:
   int index_first(uchar *buf) override;
   int index_last(uchar *buf) override;
 
+  /* ---- index condition pushdown (icp.cc) ---- */
+  Item *idx_cond_push(uint keyno, Item *idx_cond) override;
+
   /* ---- statistics and maintenance ---- */
   int info(uint flag) override;
   ha_rows records_in_range(uint inx, const key_range *min_key, const key_range *max_key,
@@ -169,6 +175,12 @@ private:
   int index_edge(uchar *buf, bool first);
   int fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen);
+  /* The pushed index condition (if any, for this cursor's key) checked on record
+     buf: 0 when it holds (or nothing was pushed), ICP_NO_MATCH, ICP_OUT_OF_RANGE or
+     an HA_ERR_* code. */
+  int index_cond_verdict(uchar *buf);
+  static const int ICP_NO_MATCH = -1;     /* == ROW_GONE: the cursor moves on */
+  static const int ICP_OUT_OF_RANGE = -2; /* the scan is over */
   /* Reads a row by primary key: a snapshot read, or a locking one (see m_lock_rows). */
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
   int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
