@@ -72,7 +72,13 @@ tdb_trx *ha_tidesdb::trx() { return get_trx(ha_thd(), true); }
 ulonglong ha_tidesdb::table_flags() const {
   /* HA_PRIMARY_KEY_IN_READ_INDEX: a keyread of a secondary index restores the
      primary key's columns too (they are covered columns of every entry). */
-  return HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+  /* HA_CAN_VIRTUAL_COLUMNS: virtual columns are not stored (row_codec); the server
+     computes them after each read into record[0] and before each write, so an
+     index on one is encoded from the record like any other (also for the old row of
+     an UPDATE / DELETE: HA_REQUIRES_KEY_COLUMNS_FOR_DELETE makes the server read and
+     compute every key column). UNIQUE on BLOB/TEXT becomes the server's long-hash key
+     (an index on a hidden virtual column; the server checks the uniqueness). */
+  return HA_CAN_VIRTUAL_COLUMNS | HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
          HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER;
 }
@@ -691,7 +697,10 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     int err = locked_read(buf, pk, m_pk_len);
     if (err == HA_ERR_KEY_NOT_FOUND) return ROW_GONE;
     if (err) return err;
-    /* The latest version of the row may have left this index entry. */
+    /* The latest version of the row may have left this index entry. A key on
+       virtual columns is checked only when they can be computed here (the server
+       computes them in record[0], for the columns it reads). */
+    if (int vcols = recheck_virtual_parts(buf)) return vcols < 0 ? HA_ERR_INTERNAL_ERROR : 0;
     Index_entry now;
     encode_secondary(m_cursor_key, buf, pk_copy, &now);
     if (now.key != entry_key) return ROW_GONE;
@@ -719,6 +728,20 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     return HA_ERR_TIDESDB_CORRUPTION;
   }
   return err;
+}
+
+int ha_tidesdb::recheck_virtual_parts(uchar *buf) {
+  if (!table->vfield) return 0;
+  const KEY *key = &table->key_info[m_cursor_key];
+  bool virtual_parts = false;
+  for (uint p = 0; p < key->user_defined_key_parts; p++) {
+    const Field *f = key->key_part[p].field;
+    if (f->stored_in_db()) continue;
+    virtual_parts = true;
+    if (buf != table->record[0] || !bitmap_is_set(table->read_set, f->field_index)) return 1;
+  }
+  if (!virtual_parts) return 0;
+  return table->update_virtual_fields(this, VCOL_UPDATE_FOR_READ) ? -1 : 0;
 }
 
 int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string *prefix,
@@ -1147,15 +1170,22 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     rows++;
     if (rows % 1024 == 0) thd_progress_report(thd, rows, expected > rows ? expected : rows);
     row.assign((const char *)v, vlen);
-    if (!decode_row(table, row, m_scratch_rec)) {
+    /* Indexed virtual columns are computed by the server, in record[0] only. */
+    uchar *rec = table->vfield ? table->record[0] : m_scratch_rec;
+    if (!decode_row(table, row, rec)) {
       report("a row does not decode");
+      continue;
+    }
+    if (table->vfield && (table->update_virtual_fields(this, VCOL_UPDATE_FOR_READ) ||
+                          table->update_virtual_fields(this, VCOL_UPDATE_INDEXED))) {
+      report("a virtual column cannot be computed");
       continue;
     }
     std::string pk((const char *)k, klen);
     for (uint key = 0; key < table->s->keys; key++) {
       if (is_pk(key)) continue;
       Index_entry e;
-      encode_secondary(key, m_scratch_rec, pk, &e);
+      encode_secondary(key, rec, pk, &e);
       const uint8_t *ev;
       size_t evlen;
       int gst = tdb_get(t, m_tbl, engine_index(key), (const uint8_t *)e.key.data(), e.key.size(),

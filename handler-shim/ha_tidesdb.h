@@ -184,6 +184,11 @@ private:
   /* Reads a row by primary key: a snapshot read, or a locking one (see m_lock_rows). */
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
   int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
+  /* Before a locking read re-checks that the row still matches its entry: 0 when
+     the cursor's key has no virtual part or they were computed into buf, 1 when
+     they cannot be (buf is not record[0], or a part is not read): skip the check,
+     -1 on an error computing them. */
+  int recheck_virtual_parts(uchar *buf);
   int unpack_row(uchar *buf, const uint8_t *value, size_t len);
   /* The number of committed rows, counted by a scan (fallback if it fails). */
   ha_rows count_rows_committed(uint64_t fallback);
