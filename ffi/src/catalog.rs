@@ -375,6 +375,12 @@ fn normalize(name: &str) -> &str {
     name.strip_prefix("./").unwrap_or(name)
 }
 
+/// True for the path of a temporary table (see `Catalog::drop_temporary_tables`).
+pub fn is_temporary_table(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    name.starts_with('/') && base.starts_with("#sql")
+}
+
 fn table_key(name: &str) -> Vec<u8> {
     let mut k = TABLE_PREFIX.to_vec();
     k.extend_from_slice(normalize(name).as_bytes());
@@ -400,8 +406,22 @@ impl Catalog {
             ddl: Mutex::new(()),
             open_tables: Mutex::new(HashMap::new()),
         };
+        catalog.drop_temporary_tables(db)?;
         catalog.drop_orphans(db)?;
         Ok(catalog)
+    }
+
+    /// CREATE TEMPORARY TABLE ... ENGINE=TidesDB names the table by a path in the
+    /// server's tmpdir (`/tmp/#sql-temptable-...` or `/tmp/#sql...`), never under the
+    /// data directory (`./db/...`). Temporary tables do not outlive the server, so
+    /// entries of a server that crashed with some open are dropped at the next start.
+    fn drop_temporary_tables(&self, db: &Db) -> FfiResult<()> {
+        for (name, _) in self.entries(db, b"")? {
+            if is_temporary_table(&name) {
+                self.drop_table(db, &name)?;
+            }
+        }
+        Ok(())
     }
 
     fn drop_orphans(&self, db: &Db) -> FfiResult<()> {

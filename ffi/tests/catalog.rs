@@ -232,3 +232,29 @@ fn in_place_index_changes_keep_the_other_indexes_families() {
     let built = catalog.create_index_cfs(&db, "./d/t", 1).expect("build");
     assert_eq!(built[0].0, 5);
 }
+
+#[test]
+fn temporary_tables_do_not_outlive_a_crash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/t", 1, 1).expect("create");
+        catalog
+            .create(&db, "/tmp/#sql-temptable-1f-4-0", 1, 1)
+            .expect("create temporary");
+        catalog
+            .create(&db, "./d/#sql-alter-1f-4", 0, 1)
+            .expect("create alter scratch");
+        // No drop: as if the server was killed with the temporary table open.
+        drop(catalog);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    let mut tables = catalog.list_tables(&db).expect("list");
+    tables.sort();
+    // The ALTER's scratch table is the server's DDL recovery's business.
+    assert_eq!(tables, vec!["d/#sql-alter-1f-4", "d/t"]);
+    assert_eq!(sorted_cfs(&db), vec!["__catalog", "t1", "t1.i1", "t3"]);
+}
