@@ -30,6 +30,7 @@ bool field_in_any_key(TABLE *table, Field *field) {
 bool Engine_external_reader::wanted(Field *field) {
   if (m_want == WANT_ALL) return true;
   if (m_want == WANT_NONE) return false;
+  if (m_want == WANT_KEYS) return field_in_any_key(m_table, field);
   return bitmap_is_set(m_table->read_set, field->field_index) ||
          bitmap_is_set(m_table->write_set, field->field_index) ||
          field_in_any_key(m_table, field);

@@ -28,7 +28,8 @@ struct External_state {
 /* Reads external values through a transaction, for one row. */
 class Engine_external_reader : public External_reader {
 public:
-  enum Want { WANT_NONE, WANT_NEEDED, WANT_ALL };
+  /* KEYS: the columns of any key of the table (an index build). */
+  enum Want { WANT_NONE, WANT_KEYS, WANT_NEEDED, WANT_ALL };
   Engine_external_reader(tdb_trx *trx, tdb_table *tbl, TABLE *table, const std::string &row_key,
                          bool latest, Want want, External_state *state)
       : m_trx(trx), m_tbl(tbl), m_table(table), m_row_key(row_key), m_latest(latest),

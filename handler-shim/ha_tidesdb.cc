@@ -74,15 +74,20 @@ tdb_trx *ha_tidesdb::trx() { return get_trx(ha_thd(), true); }
 ulonglong ha_tidesdb::table_flags() const {
   /* HA_PRIMARY_KEY_IN_READ_INDEX: a keyread of a secondary index restores the
      primary key's columns too (they are covered columns of every entry). */
-  return HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
+  /* HA_CAN_VIRTUAL_COLUMNS: virtual columns are not stored (row_codec); the server
+     computes them after each read into record[0] and before each write, so an
+     index on one is encoded from the record like any other (also for the old row of
+     an UPDATE / DELETE: HA_REQUIRES_KEY_COLUMNS_FOR_DELETE makes the server read and
+     compute every key column). UNIQUE on BLOB/TEXT becomes the server's long-hash key
+     (an index on a hidden virtual column; the server checks the uniqueness). */
+  return HA_CAN_VIRTUAL_COLUMNS | HA_PRIMARY_KEY_IN_READ_INDEX | HA_BINLOG_ROW_CAPABLE | HA_REC_NOT_IN_SEQ | HA_NULL_IN_KEY | HA_CAN_INDEX_BLOBS |
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
          HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER |
          /* FULLTEXT (fulltext.cc); _EXT: MATCH needs a FULLTEXT index, as in InnoDB */
          HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT;
 }
 
-/* True if an index entry carries the whole value of key part kp (see Format). */
-static bool part_is_covered(const KEY_PART_INFO *kp) {
+bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {
   const Field *f = kp->field;
   return f && !(f->flags & BLOB_FLAG) && !(kp->key_part_flag & HA_PART_KEY_SEG) &&
          f->key_length() == kp->length;
@@ -101,11 +106,13 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   bool covered = true;
   for (uint p = all_parts ? 0 : part; p <= part && covered; p++)
     covered = part_is_covered(&key->key_part[p]);
+  /* Secondary keys take pushed index conditions (icp.cc). */
+  flags |= HA_DO_INDEX_COND_PUSHDOWN;
   return covered ? flags | HA_KEYREAD_ONLY : flags;
 }
 
 /* The fields an entry of secondary key keynr carries (see Format). */
-static void covered_fields(TABLE *table, uint keynr, bool hidden_pk,
+void tidesdb::covered_fields(TABLE *table, uint keynr, bool hidden_pk,
                            std::vector<Field *> *out) {
   out->clear();
   auto add = [&](const KEY *key) {
@@ -308,6 +315,11 @@ void ha_tidesdb::encode_pk(const uchar *rec, std::string *out) {
 
 void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::string &pk,
                                   Index_entry *out) {
+  encode_entry(table, keynr, m_covered[keynr], rec, pk, out);
+}
+
+void ha_tidesdb::encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
+                              const uchar *rec, const std::string &pk, Index_entry *out) {
   out->key.clear();
   KEY *key = &table->key_info[keynr];
   bool any_null =
@@ -320,7 +332,6 @@ void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::strin
     out->value.append(pk);
   else
     out->key.append(pk);
-  std::vector<Field *> &fields = m_covered[keynr];
   my_ptrdiff_t diff = rec - table->record[0];
   for (Field *f : fields) {
     if (f->is_null_in_record(rec)) {
@@ -837,21 +848,30 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     int err = locked_read(buf, pk, m_pk_len);
     if (err == HA_ERR_KEY_NOT_FOUND) return ROW_GONE;
     if (err) return err;
-    /* The latest version of the row may have left this index entry. */
+    /* The latest version of the row may have left this index entry. A key on
+       virtual columns is checked only when they can be computed here (the server
+       computes them in record[0], for the columns it reads). */
+    if (int vcols = recheck_virtual_parts(buf)) return vcols < 0 ? HA_ERR_INTERNAL_ERROR : 0;
     Index_entry now;
     encode_secondary(m_cursor_key, buf, pk_copy, &now);
-    return now.key == entry_key ? 0 : ROW_GONE;
+    if (now.key != entry_key) return ROW_GONE;
+    return index_cond_verdict(buf);
   }
-  if (keyread_enabled() && keyread == m_cursor_key) {
-    /* Index-only read: the entry carries every column the server reads. */
+  bool icp = pushed_idx_cond && pushed_idx_cond_keyno == m_cursor_key;
+  if (icp || (keyread_enabled() && keyread == m_cursor_key)) {
+    /* Index-only read (the entry carries every column the server reads), or the
+       pushed condition checked on the entry before the row is read. */
     if (!unpack_entry_columns(buf, v, vlen)) {
       m_last_error = "an index entry does not match the table definition";
       sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
       return HA_ERR_TIDESDB_CORRUPTION;
     }
-    m_last_pk.assign((const char *)pk, m_pk_len);
-    count_event(ROWS_READ);
-    return 0;
+    if (int verdict = index_cond_verdict(buf)) return verdict;
+    if (!icp || (keyread_enabled() && keyread == m_cursor_key)) {
+      m_last_pk.assign((const char *)pk, m_pk_len);
+      count_event(ROWS_READ);
+      return 0;
+    }
   }
   int err = read_row_by_pk(buf, pk, m_pk_len);
   if (err == HA_ERR_KEY_NOT_FOUND) {
@@ -860,6 +880,20 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     return HA_ERR_TIDESDB_CORRUPTION;
   }
   return err;
+}
+
+int ha_tidesdb::recheck_virtual_parts(uchar *buf) {
+  if (!table->vfield) return 0;
+  const KEY *key = &table->key_info[m_cursor_key];
+  bool virtual_parts = false;
+  for (uint p = 0; p < key->user_defined_key_parts; p++) {
+    const Field *f = key->key_part[p].field;
+    if (f->stored_in_db()) continue;
+    virtual_parts = true;
+    if (buf != table->record[0] || !bitmap_is_set(table->read_set, f->field_index)) return 1;
+  }
+  if (!virtual_parts) return 0;
+  return table->update_virtual_fields(this, VCOL_UPDATE_FOR_READ) ? -1 : 0;
 }
 
 int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string *prefix,
@@ -874,7 +908,9 @@ int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string 
     if (prefix && (klen < prefix->size() || memcmp(k, prefix->data(), prefix->size())))
       return not_found;
     int err = fetch_entry_row(buf, k, klen, v, vlen);
-    if (!err && m_cursor_index != 0) m_last_entry_key.assign((const char *)k, klen);
+    if (m_cursor_index != 0 && (!err || err == ICP_NO_MATCH))
+      m_last_entry_key.assign((const char *)k, klen);
+    if (err == ICP_OUT_OF_RANGE) return not_found;
     if (err != ROW_GONE) return err;
     st = forward ? tdb_cursor_next(m_cursor) : tdb_cursor_prev(m_cursor);
   }
@@ -1331,18 +1367,25 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     if (rows % 1024 == 0) thd_progress_report(thd, rows, expected > rows ? expected : rows);
     row.assign((const char *)v, vlen);
     std::string pk((const char *)k, klen);
+    /* Indexed virtual columns are computed by the server, in record[0] only. */
+    uchar *rec = table->vfield ? table->record[0] : m_scratch_rec;
     /* Reads every external value too: each must exist with its recorded length. */
     check_external.loaded.assign(table->s->fields, false);
     Engine_external_reader reader(t, m_tbl, table, pk, false, Engine_external_reader::WANT_ALL,
                                   &check_external);
-    if (!decode_row(table, row, m_scratch_rec, &reader, nullptr)) {
+    if (!decode_row(table, row, rec, &reader, nullptr)) {
       report(reader.status ? reader.error.c_str() : "a row does not decode");
       continue;
     }
+    if (table->vfield && (table->update_virtual_fields(this, VCOL_UPDATE_FOR_READ) ||
+                          table->update_virtual_fields(this, VCOL_UPDATE_INDEXED))) {
+      report("a virtual column cannot be computed");
+      continue;
+    }
     for (uint key = 0; key < table->s->keys; key++) {
-      if (is_pk(key) || ft_check_row(key, m_scratch_rec, &ft_words)) continue;
+      if (is_pk(key) || ft_check_row(key, rec, &ft_words)) continue;
       Index_entry e;
-      encode_secondary(key, m_scratch_rec, pk, &e);
+      encode_secondary(key, rec, pk, &e);
       const uint8_t *ev;
       size_t evlen;
       int gst = tdb_get(t, m_tbl, engine_index(key), (const uint8_t *)e.key.data(), e.key.size(),

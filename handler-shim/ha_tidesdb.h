@@ -21,6 +21,9 @@
 #include <vector>
 
 namespace tidesdb {
+/* True if an index entry carries the whole value of key part kp (see the Format in
+   ha_tidesdb.cc). */
+bool part_is_covered(const KEY_PART_INFO *kp);
 /* The connection's transaction; created on first use when create is true. */
 tdb_trx *get_trx(THD *thd, bool create);
 /* Starts (if needed) the connection's transaction and its current statement, and
@@ -28,6 +31,9 @@ tdb_trx *get_trx(THD *thd, bool create);
 int begin_statement(THD *thd, tdb_trx **out);
 /* tidesdb_stats_auto_recalc */
 bool stats_auto_recalc();
+/* The fields an entry of secondary key keynr of table carries (see the Format in
+   ha_tidesdb.cc). */
+void covered_fields(TABLE *table, uint keynr, bool hidden_pk, std::vector<Field *> *out);
 }  // namespace tidesdb
 
 /* Per-table state shared by all handlers of one TABLE_SHARE: the server's table
@@ -82,6 +88,15 @@ public:
   int delete_all_rows() override { return HA_ERR_WRONG_COMMAND; }
   void update_create_info(HA_CREATE_INFO *info) override;
 
+  /* ---- in-place ALTER TABLE (inplace_alter.cc) ---- */
+  enum_alter_inplace_result check_if_supported_inplace_alter(
+      TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
+  bool prepare_inplace_alter_table(TABLE *altered_table,
+                                   Alter_inplace_info *ha_alter_info) override;
+  bool inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
+  bool commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
+                                  bool commit) override;
+
   /* ---- open / lock ---- */
   int open(const char *name, int mode, uint test_if_locked) override;
   int close() override;
@@ -116,6 +131,9 @@ public:
   int index_prev(uchar *buf) override;
   int index_first(uchar *buf) override;
   int index_last(uchar *buf) override;
+
+  /* ---- index condition pushdown (icp.cc) ---- */
+  Item *idx_cond_push(uint keyno, Item *idx_cond) override;
 
   /* ---- statistics and maintenance ---- */
   int info(uint flag) override;
@@ -168,6 +186,12 @@ private:
 
   void encode_pk(const uchar *rec, std::string *out);
   void encode_secondary(uint keynr, const uchar *rec, const std::string &pk, Index_entry *out);
+  /* The entry of key keynr of table (this handler's or an ALTER's new definition)
+     for record rec, whose entries carry fields. */
+  static void encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
+                           const uchar *rec, const std::string &pk, Index_entry *out);
+  /* Fills the new indexes of an in-place ALTER from the table's rows. */
+  bool build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
   /* The primary key an index entry points at, or false if the entry is damaged. */
   bool pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len,
                    const uint8_t **pk) const;
@@ -187,9 +211,20 @@ private:
   int index_edge(uchar *buf, bool first);
   int fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen);
+  /* The pushed index condition (if any, for this cursor's key) checked on record
+     buf: 0 when it holds (or nothing was pushed), ICP_NO_MATCH, ICP_OUT_OF_RANGE or
+     an HA_ERR_* code. */
+  int index_cond_verdict(uchar *buf);
+  static const int ICP_NO_MATCH = -1;     /* == ROW_GONE: the cursor moves on */
+  static const int ICP_OUT_OF_RANGE = -2; /* the scan is over */
   /* Reads a row by primary key: a snapshot read, or a locking one (see m_lock_rows). */
   int read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len);
   int locked_read(uchar *buf, const uint8_t *pk, size_t pk_len);
+  /* Before a locking read re-checks that the row still matches its entry: 0 when
+     the cursor's key has no virtual part or they were computed into buf, 1 when
+     they cannot be (buf is not record[0], or a part is not read): skip the check,
+     -1 on an error computing them. */
+  int recheck_virtual_parts(uchar *buf);
   int unpack_row(uchar *buf, const uint8_t *value, size_t len);
   /* The external-value facts about row `row_key` from the most recent decode of it
      into either record buffer, or nullptr if neither holds that row. */

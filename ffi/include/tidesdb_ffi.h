@@ -177,6 +177,26 @@ int tdb_table_compact(tdb_table *table);
 /* Compacts one column family of the table (index 0 = rows). */
 int tdb_table_compact_index(tdb_table *table, uint32_t index);
 
+/* ---- In-place index changes (ALTER TABLE ... ADD/DROP/RENAME INDEX) ----------
+ * tdb_index_build_begin creates n empty column families (slots 0..n-1) for new
+ * indexes; no catalog entry names them yet, so they are invisible, and dropped by
+ * tdb_index_build_free (or, after a crash, at the next start) unless committed.
+ * tdb_index_build_put adds one entry to a slot, committing in bounded batches;
+ * with unique != 0 an existing key gives TDB_DUPLICATE. tdb_index_build_commit
+ * commits the table's new list of secondary indexes in one transaction: layout[i]
+ * is the i-th secondary index of the new definition, either an existing index
+ * (1..n_indexes of the current definition) or TDB_LAYOUT_BUILT | slot. Indexes of
+ * the current definition missing from layout are dropped (space reclaimed at once).
+ * The table's saved statistics are discarded. */
+typedef struct tdb_index_build tdb_index_build;
+#define TDB_LAYOUT_BUILT 0x80000000u
+int tdb_index_build_begin(const char *name, uint32_t n, tdb_index_build **out);
+int tdb_index_build_put(tdb_index_build *build, uint32_t slot, const uint8_t *key,
+                        size_t key_len, const uint8_t *value, size_t value_len, int unique);
+int tdb_index_build_commit(tdb_index_build *build, const char *name, const uint32_t *layout,
+                           size_t n);
+void tdb_index_build_free(tdb_index_build *build);
+
 /* ---- Transactions --------------------------------------------------------------
  * One tdb_trx per connection (THD). Begin is implicit: the first statement starts
  * it. Statements nest inside with an implicit savepoint so that a failing statement

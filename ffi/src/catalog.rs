@@ -14,11 +14,17 @@
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
 //! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a commit that does not wait for fsync: it is durable no later than the commit that used the value, which follows it in the WAL) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
-//! | `table/<name>` | [`TableMeta`]: `u8 version = 1`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option) |
+//! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
+//!
+//! The i-th secondary index of a table (in the server's key order) lives in column
+//! family `t<id>.i<index_no[i]>`. Index numbers are never reused within a table id:
+//! an in-place ADD INDEX builds `t<id>.i<next_index_no>` before any catalog entry
+//! names it, and DROP INDEX removes its number from the list, so the families of the
+//! other indexes keep their names (see [`Catalog::alter_indexes`]).
 //!
 //! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
-//! leftovers of a crash between creating families and committing the entry; they are
-//! dropped when the engine opens.
+//! leftovers of a crash between creating families and committing the entry (or of
+//! an index build that never committed); they are dropped when the engine opens.
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,26 +52,49 @@ fn autoinc_key(table_id: u64) -> Vec<u8> {
     k.extend_from_slice(&table_id.to_be_bytes());
     k
 }
-const META_VERSION: u8 = 1;
+const META_V1: u8 = 1;
+const META_V2: u8 = 2;
 
 /// What the catalog stores about one table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableMeta {
     pub table_id: u64,
-    pub n_indexes: u32,
+    /// The number in the column family name of each secondary index, in the
+    /// server's key order.
+    pub index_nos: Vec<u32>,
+    /// The next index number an in-place ADD INDEX uses.
+    pub next_index_no: u32,
     /// The AUTO_INCREMENT table option: the counter never starts below it.
     pub auto_increment: u64,
 }
 
-const META_LEN: usize = 21;
+const META_V1_LEN: usize = 21;
+const META_V2_HEAD: usize = 25;
 
 impl TableMeta {
+    fn new(table_id: u64, n_indexes: u32, auto_increment: u64) -> TableMeta {
+        TableMeta {
+            table_id,
+            index_nos: (1..=n_indexes).collect(),
+            next_index_no: n_indexes + 1,
+            auto_increment,
+        }
+    }
+
+    pub fn n_indexes(&self) -> u32 {
+        self.index_nos.len() as u32
+    }
+
     fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(META_LEN);
-        v.push(META_VERSION);
+        let mut v = Vec::with_capacity(META_V2_HEAD + 4 * self.index_nos.len());
+        v.push(META_V2);
         v.extend_from_slice(&self.table_id.to_le_bytes());
-        v.extend_from_slice(&self.n_indexes.to_le_bytes());
+        v.extend_from_slice(&self.n_indexes().to_le_bytes());
         v.extend_from_slice(&self.auto_increment.to_le_bytes());
+        v.extend_from_slice(&self.next_index_no.to_le_bytes());
+        for no in &self.index_nos {
+            v.extend_from_slice(&no.to_le_bytes());
+        }
         v
     }
 
@@ -79,24 +108,49 @@ impl TableMeta {
                 ),
             )
         };
-        if bytes.len() != META_LEN || bytes.first() != Some(&META_VERSION) {
-            return Err(corrupt());
+        let u32_at = |at: usize| -> FfiResult<u32> {
+            let b = bytes.get(at..at + 4).ok_or_else(corrupt)?;
+            Ok(u32::from_le_bytes(b.try_into().map_err(|_| corrupt())?))
+        };
+        let u64_at = |at: usize| -> FfiResult<u64> {
+            let b = bytes.get(at..at + 8).ok_or_else(corrupt)?;
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| corrupt())?))
+        };
+        let table_id = u64_at(1)?;
+        let n = u32_at(9)?;
+        let auto_increment = u64_at(13)?;
+        match bytes.first() {
+            Some(&META_V1) if bytes.len() == META_V1_LEN => {
+                Ok(TableMeta::new(table_id, n, auto_increment))
+            }
+            Some(&META_V2) if bytes.len() == META_V2_HEAD + 4 * n as usize => {
+                let next_index_no = u32_at(21)?;
+                let index_nos = (0..n as usize)
+                    .map(|i| u32_at(META_V2_HEAD + 4 * i))
+                    .collect::<FfiResult<Vec<u32>>>()?;
+                if index_nos.iter().any(|&no| no == 0 || no >= next_index_no) {
+                    return Err(corrupt());
+                }
+                Ok(TableMeta {
+                    table_id,
+                    index_nos,
+                    next_index_no,
+                    auto_increment,
+                })
+            }
+            _ => Err(corrupt()),
         }
-        let id = bytes.get(1..9).ok_or_else(corrupt)?;
-        let n = bytes.get(9..13).ok_or_else(corrupt)?;
-        let ai = bytes.get(13..21).ok_or_else(corrupt)?;
-        Ok(TableMeta {
-            table_id: u64::from_le_bytes(id.try_into().map_err(|_| corrupt())?),
-            n_indexes: u32::from_le_bytes(n.try_into().map_err(|_| corrupt())?),
-            auto_increment: u64::from_le_bytes(ai.try_into().map_err(|_| corrupt())?),
-        })
+    }
+
+    fn index_cf_name(&self, no: u32) -> String {
+        format!("t{}.i{}", self.table_id, no)
     }
 
     /// Column family names: the rows first, then each secondary index, then the
     /// large BLOB/TEXT values stored outside the rows ([`TableMeta::blob_cf_name`]).
     pub fn cf_names(&self) -> Vec<String> {
         let mut names = vec![format!("t{}", self.table_id)];
-        names.extend((1..=self.n_indexes).map(|i| format!("t{}.i{}", self.table_id, i)));
+        names.extend(self.index_nos.iter().map(|&no| self.index_cf_name(no)));
         names.push(self.blob_cf_name());
         names
     }
@@ -187,7 +241,7 @@ impl TableShared {
     }
 
     pub fn index_count(&self) -> u32 {
-        self.state.read().meta.n_indexes
+        self.state.read().meta.n_indexes()
     }
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
@@ -332,6 +386,15 @@ pub fn align_auto_increment(current: u64, offset: u64, increment: u64) -> u64 {
     offset.saturating_add(steps.saturating_mul(increment))
 }
 
+/// Where an index of a table's new definition lives (see [`Catalog::alter_indexes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexSource {
+    /// Secondary index `i` (1-based) of the current definition.
+    Existing(u32),
+    /// The family at this position of the built list.
+    Built(usize),
+}
+
 /// The catalog over one database.
 pub struct Catalog {
     cf: Cf,
@@ -343,6 +406,12 @@ pub struct Catalog {
 /// The catalog key of a table name; `./db/t1` and `db/t1` are the same table.
 fn normalize(name: &str) -> &str {
     name.strip_prefix("./").unwrap_or(name)
+}
+
+/// True for the path of a temporary table (see `Catalog::drop_temporary_tables`).
+pub fn is_temporary_table(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    name.starts_with('/') && base.starts_with("#sql")
 }
 
 fn table_key(name: &str) -> Vec<u8> {
@@ -370,8 +439,22 @@ impl Catalog {
             ddl: Mutex::new(()),
             open_tables: Mutex::new(HashMap::new()),
         };
+        catalog.drop_temporary_tables(db)?;
         catalog.drop_orphans(db)?;
         Ok(catalog)
+    }
+
+    /// CREATE TEMPORARY TABLE ... ENGINE=TidesDB names the table by a path in the
+    /// server's tmpdir (`/tmp/#sql-temptable-...` or `/tmp/#sql...`), never under the
+    /// data directory (`./db/...`). Temporary tables do not outlive the server, so
+    /// entries of a server that crashed with some open are dropped at the next start.
+    fn drop_temporary_tables(&self, db: &Db) -> FfiResult<()> {
+        for (name, _) in self.entries(db, b"")? {
+            if is_temporary_table(&name) {
+                self.drop_table(db, &name)?;
+            }
+        }
+        Ok(())
     }
 
     fn drop_orphans(&self, db: &Db) -> FfiResult<()> {
@@ -483,11 +566,7 @@ impl Catalog {
             })?),
             None => 1,
         };
-        let meta = TableMeta {
-            table_id: next,
-            n_indexes,
-            auto_increment,
-        };
+        let meta = TableMeta::new(next, n_indexes, auto_increment);
         let cfs = Self::create_cfs(db, &meta, opts)?;
         let commit = (|| -> FfiResult<()> {
             txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
@@ -575,7 +654,7 @@ impl Catalog {
         // TRUNCATE starts the AUTO_INCREMENT counter again from 1; the new column
         // families get the options of the old ones (the table's options).
         let opts = Self::table_options(db, &old)?;
-        let (meta, cfs) = self.install(db, name, old.n_indexes, 1, &opts)?;
+        let (meta, cfs) = self.install(db, name, old.n_indexes(), 1, &opts)?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
             let (cfs, blob_cf) = split_blob_cf(cfs)?;
             let mut st = shared.state.write();
@@ -590,6 +669,119 @@ impl Catalog {
         txn.delete(&self.cf, &stats_key(old.table_id))?;
         txn.commit()?;
         Self::drop_cfs(db, &old)
+    }
+
+    /// Creates `count` empty column families for indexes an in-place ADD INDEX is
+    /// about to build, numbered from the table's `next_index_no`. No catalog entry
+    /// names them until [`Catalog::alter_indexes`] commits, so a crash before that
+    /// leaves families that the next open drops. Returns (index number, family).
+    pub fn create_index_cfs(&self, db: &Db, name: &str, count: u32) -> FfiResult<Vec<(u32, Cf)>> {
+        let _ddl = self.ddl.lock();
+        let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        // new indexes take the table's options (those of its rows family)
+        let opts = Self::table_options(db, &meta)?;
+        let mut made: Vec<(u32, Cf)> = Vec::new();
+        for i in 0..count {
+            let no = meta.next_index_no + i;
+            let cf_name = meta.index_cf_name(no);
+            let result = (|| -> FfiResult<Cf> {
+                // Only a leftover of a build that never committed can hold this name
+                // (numbers in use are below next_index_no).
+                if db.cf(&cf_name).is_some() {
+                    db.drop_cf(&cf_name)?;
+                }
+                Ok(db.create_cf(&cf_name, opts.clone())?)
+            })();
+            match result {
+                Ok(cf) => made.push((no, cf)),
+                Err(e) => {
+                    for (_, cf) in &made {
+                        let _ = db.drop_cf(&cf.name());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// Commits a table's new list of secondary indexes in one transaction (the
+    /// in-place ALTER's commit point): `layout[i]` says where the i-th index of the
+    /// new definition lives, an existing index of the old definition or a family
+    /// built by [`Catalog::create_index_cfs`]. The families of old indexes missing
+    /// from the layout are dropped after the commit (their space is reclaimed at
+    /// once); a crash in between leaves families the next open drops. The table's
+    /// saved statistics are discarded (they are per key position).
+    pub fn alter_indexes(
+        &self,
+        db: &Db,
+        name: &str,
+        layout: &[IndexSource],
+        built: &[(u32, Cf)],
+    ) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let invalid = |what: String| FfiError::new(Status::Invalid, what);
+        let mut nos = Vec::with_capacity(layout.len());
+        for src in layout {
+            let no = match *src {
+                IndexSource::Existing(i) => *i
+                    .checked_sub(1)
+                    .and_then(|i| old.index_nos.get(i as usize))
+                    .ok_or_else(|| invalid(format!("no existing index {i}")))?,
+                IndexSource::Built(slot) => {
+                    built
+                        .get(slot)
+                        .ok_or_else(|| invalid(format!("no built index {slot}")))?
+                        .0
+                }
+            };
+            if nos.contains(&no) {
+                return Err(invalid(format!("index number {no} used twice")));
+            }
+            nos.push(no);
+        }
+        let next_index_no = built
+            .iter()
+            .map(|(no, _)| no + 1)
+            .fold(old.next_index_no, u32::max);
+        let meta = TableMeta {
+            table_id: old.table_id,
+            index_nos: nos,
+            next_index_no,
+            auto_increment: old.auto_increment,
+        };
+        let mut cfs = Vec::with_capacity(meta.index_nos.len() + 1);
+        for cf_name in meta.cf_names() {
+            cfs.push(db.cf(&cf_name).ok_or_else(|| {
+                FfiError::new(
+                    Status::Corruption,
+                    format!(
+                        "column family {cf_name} of table {} is missing",
+                        normalize(name)
+                    ),
+                )
+            })?);
+        }
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.put(&self.cf, &table_key(name), &meta.encode())?;
+        txn.delete(&self.cf, &stats_key(meta.table_id))?;
+        txn.commit()?;
+        let (cfs, _blob_cf) = split_blob_cf(cfs)?;
+        if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
+            let mut st = shared.state.write();
+            st.meta = meta.clone();
+            st.cfs = cfs;
+        }
+        for no in &old.index_nos {
+            if !meta.index_nos.contains(no) {
+                match db.drop_cf(&old.index_cf_name(*no)) {
+                    Ok(()) | Err(tidesdb_core::Error::ColumnFamilyNotFound(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn drop_database(&self, db: &Db, db_path: &str) -> FfiResult<()> {

@@ -20,6 +20,7 @@ pub mod catalog;
 pub mod cursor;
 pub mod engine;
 pub mod fulltext;
+pub mod index_build;
 pub mod stats;
 pub mod status;
 pub mod table;

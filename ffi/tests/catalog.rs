@@ -244,3 +244,101 @@ fn table_options_apply_to_every_family() {
         None
     );
 }
+
+fn sorted_cfs(db: &Db) -> Vec<String> {
+    let mut cfs = db.list_cfs();
+    cfs.sort();
+    cfs
+}
+
+#[test]
+fn in_place_index_changes_keep_the_other_indexes_families() {
+    use tidesdb_ffi::catalog::IndexSource::{Built, Existing};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/t", 3, 1).expect("create");
+        let shared = catalog.open_table(&db, "./d/t").expect("open");
+        let third = shared.cf(3).expect("third index");
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.put(&third, b"k3", b"v3").expect("put");
+        txn.commit().expect("commit");
+        // DROP INDEX of the middle one: the third keeps its family (t1.i3).
+        catalog
+            .alter_indexes(&db, "./d/t", &[Existing(1), Existing(3)], &[])
+            .expect("drop middle");
+        assert_eq!(shared.index_count(), 2);
+        assert_eq!(shared.cf(2).expect("moved").name(), "t1.i3");
+        assert!(
+            db.cf("t1.i2").is_none(),
+            "the dropped index's family is gone"
+        );
+        // ADD INDEX: a new number (4), never the dropped one's.
+        let built = catalog.create_index_cfs(&db, "./d/t", 1).expect("build");
+        assert_eq!(built[0].0, 4);
+        catalog
+            .alter_indexes(&db, "./d/t", &[Built(0), Existing(1), Existing(2)], &built)
+            .expect("add");
+        assert_eq!(shared.cf(1).expect("new").name(), "t1.i4");
+        // A build that never commits (crash): its family is an orphan.
+        let abandoned = catalog.create_index_cfs(&db, "./d/t", 1).expect("build");
+        assert_eq!(abandoned[0].0, 5);
+        // A bad layout changes nothing.
+        assert_eq!(
+            status_of(catalog.alter_indexes(&db, "./d/t", &[Existing(1), Existing(1)], &[])),
+            Status::Invalid
+        );
+        assert_eq!(
+            status_of(catalog.alter_indexes(&db, "./d/t", &[Existing(4)], &[])),
+            Status::Invalid
+        );
+        drop(shared);
+        drop(catalog);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    assert_eq!(
+        sorted_cfs(&db),
+        vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i3", "t1.i4"]
+    );
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    assert_eq!(shared.index_count(), 3);
+    let third = shared.cf(3).expect("third");
+    assert_eq!(third.name(), "t1.i3");
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    assert_eq!(txn.get(&third, b"k3").expect("get"), Some(b"v3".to_vec()));
+    // 5 was never committed and its family is gone: the next build may use it.
+    let built = catalog.create_index_cfs(&db, "./d/t", 1).expect("build");
+    assert_eq!(built[0].0, 5);
+}
+
+#[test]
+fn temporary_tables_do_not_outlive_a_crash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/t", 1, 1).expect("create");
+        catalog
+            .create(&db, "/tmp/#sql-temptable-1f-4-0", 1, 1)
+            .expect("create temporary");
+        catalog
+            .create(&db, "./d/#sql-alter-1f-4", 0, 1)
+            .expect("create alter scratch");
+        // No drop: as if the server was killed with the temporary table open.
+        drop(catalog);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    let mut tables = catalog.list_tables(&db).expect("list");
+    tables.sort();
+    // The ALTER's scratch table is the server's DDL recovery's business.
+    assert_eq!(tables, vec!["d/#sql-alter-1f-4", "d/t"]);
+    assert_eq!(
+        sorted_cfs(&db),
+        vec!["__catalog", "t1", "t1.b", "t1.i1", "t3", "t3.b"]
+    );
+}

@@ -1,0 +1,193 @@
+//! In-place ADD INDEX: building new index column families from a table's rows, and
+//! committing a table's new index list.
+//!
+//! The shim scans the rows (through an ordinary snapshot cursor), encodes each new
+//! index's entry and hands it to [`IndexBuild::put`]. Entries go into the new,
+//! still unreferenced families through engine transactions committed every
+//! [`BATCH_BYTES`], so memory stays bounded whatever the table's size. Nothing is
+//! visible until [`IndexBuild::commit`] swaps the table's index list in the catalog
+//! in one transaction; a failed or abandoned build drops its families, and a crash
+//! leaves families no catalog entry names, which the next open drops.
+use std::ffi::{c_char, c_int};
+
+use tidesdb_core::{Cf, Db, Isolation, Txn};
+
+use crate::catalog::IndexSource;
+use crate::engine::engine;
+use crate::raw;
+use crate::status::{guard, FfiError, FfiResult, Status};
+
+/// Bytes of entries written before a batch is committed.
+pub const BATCH_BYTES: usize = 4 << 20;
+
+/// Marks a layout element of `tdb_index_build_commit` as a built index (its slot in
+/// the low bits); other elements are existing indexes, 1-based.
+pub const LAYOUT_BUILT: u32 = 0x8000_0000;
+
+/// `tdb_index_build` of the header.
+pub struct IndexBuild {
+    db: Db,
+    built: Vec<(u32, Cf)>,
+    txn: Option<Txn>,
+    batch_bytes: usize,
+    /// The catalog names the families: they must outlive the handle.
+    committed: bool,
+}
+
+impl IndexBuild {
+    pub fn begin(name: &str, count: u32) -> FfiResult<IndexBuild> {
+        let e = engine()?;
+        let built = e.catalog.create_index_cfs(&e.db, name, count)?;
+        Ok(IndexBuild {
+            db: e.db.clone(),
+            built,
+            txn: None,
+            batch_bytes: 0,
+            committed: false,
+        })
+    }
+
+    /// Adds one entry to built index `slot`. With `unique`, an existing `key` is a
+    /// duplicate (`Status::Duplicate`): a unique entry is keyed by its columns
+    /// alone, so two rows with the same value meet on the same key.
+    pub fn put(&mut self, slot: u32, key: &[u8], value: &[u8], unique: bool) -> FfiResult<()> {
+        let cf = self
+            .built
+            .get(slot as usize)
+            .map(|(_, cf)| cf.clone())
+            .ok_or_else(|| FfiError::new(Status::Invalid, format!("no built index {slot}")))?;
+        let db = &self.db;
+        let txn = self
+            .txn
+            .get_or_insert_with(|| db.begin(Isolation::ReadCommitted));
+        if unique && txn.get(&cf, key)?.is_some() {
+            return Err(FfiError::quiet(Status::Duplicate));
+        }
+        txn.put(&cf, key, value)?;
+        self.batch_bytes += key.len() + value.len();
+        if self.batch_bytes >= BATCH_BYTES {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    fn flush_batch(&mut self) -> FfiResult<()> {
+        self.batch_bytes = 0;
+        if let Some(txn) = self.txn.take() {
+            txn.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Commits the last batch, then the table's new index list (see
+    /// `tdb_index_build_commit` for `layout`).
+    pub fn commit(&mut self, name: &str, layout: &[u32]) -> FfiResult<()> {
+        self.flush_batch()?;
+        let layout: Vec<IndexSource> = layout
+            .iter()
+            .map(|&l| {
+                if l & LAYOUT_BUILT != 0 {
+                    IndexSource::Built((l & !LAYOUT_BUILT) as usize)
+                } else {
+                    IndexSource::Existing(l)
+                }
+            })
+            .collect();
+        let e = engine()?;
+        e.catalog.alter_indexes(&e.db, name, &layout, &self.built)?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for IndexBuild {
+    fn drop(&mut self) {
+        if let Some(txn) = self.txn.take() {
+            txn.rollback();
+        }
+        if !self.committed {
+            for (_, cf) in &self.built {
+                let _ = self.db.drop_cf(&cf.name());
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `name` must be a NUL-terminated string and `out` valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_begin(
+    name: *const c_char,
+    count: u32,
+    out: *mut *mut IndexBuild,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NUL-terminated by contract.
+        let name = unsafe { raw::str(name) }?;
+        let build = Box::new(IndexBuild::begin(name, count)?);
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, Box::into_raw(build)) }
+    })
+}
+
+/// # Safety
+/// `build` must be a live handle; `key`/`value` valid buffers of their lengths.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_put(
+    build: *mut IndexBuild,
+    slot: u32,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+    unique: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle and valid buffers by contract.
+        let build = unsafe { raw::handle(build) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        // SAFETY: as above.
+        let value = unsafe { raw::bytes(value, value_len) }?;
+        build.put(slot, key, value, unique != 0)
+    })
+}
+
+/// # Safety
+/// `build` must be a live handle, `name` NUL-terminated, `layout` `n` values.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_commit(
+    build: *mut IndexBuild,
+    name: *const c_char,
+    layout: *const u32,
+    n: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let build = unsafe { raw::handle(build) }?;
+        // SAFETY: NUL-terminated by contract.
+        let name = unsafe { raw::str(name) }?;
+        let layout: &[u32] = if n == 0 {
+            &[]
+        } else if layout.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL layout"));
+        } else {
+            // SAFETY: `n` values by contract.
+            unsafe { std::slice::from_raw_parts(layout, n) }
+        };
+        build.commit(name, layout)
+    })
+}
+
+/// # Safety
+/// `build` must be NULL or a handle from `tdb_index_build_begin`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_free(build: *mut IndexBuild) {
+    guard(|| {
+        if !build.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_index_build_begin and freed once.
+            drop(unsafe { Box::from_raw(build) });
+        }
+        Ok(())
+    });
+}

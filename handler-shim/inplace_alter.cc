@@ -1,0 +1,271 @@
+/*
+  In-place ALTER TABLE for ha_tidesdb: ADD / DROP / RENAME INDEX and the
+  metadata-only changes that leave the stored bytes as they are.
+
+  What runs in place, and how:
+  - Metadata only (INSTANT, no lock beyond the server's short exclusive one at the
+    commit): RENAME COLUMN, SET/DROP DEFAULT, RENAME INDEX, index comments,
+    IGNORED/NOT IGNORED, table COMMENT, RENAME TABLE, DROP INDEX. Rows store columns
+    by position (row_codec) and index entries carry no names, so none of these
+    change a byte; DROP INDEX removes the index from the catalog and drops its
+    column family, so its space is reclaimed at once.
+  - ADD INDEX / ADD UNIQUE (NOCOPY with LOCK=SHARED: the table is not rebuilt;
+    concurrent reads go on, concurrent writes wait until the ALTER ends, as for
+    MyRocks). The build scans the rows through a fresh engine snapshot taken after
+    the server blocked writers (and waited for open write transactions on the table
+    to end), so the scan sees every row and nothing changes behind it: no catch-up
+    is needed. Entries go to new column families no catalog entry names yet, in
+    engine transactions of bounded size (ffi/src/index_build.rs). A duplicate in a
+    new UNIQUE index stops the build with ER_DUP_ENTRY naming the key; the new
+    families are dropped and the table is unchanged.
+  - The commit point is one engine transaction replacing the table's catalog entry
+    with its new index list (tdb_index_build_commit). A crash before it leaves only
+    unnamed families, dropped at the next start.
+  Everything else (column types, NULL-ability, column order, adding or dropping
+  columns, primary key changes, partitioned tables) is refused here, so the server
+  falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
+  statement asked for INPLACE, NOCOPY or INSTANT.
+*/
+#include "ha_tidesdb.h"
+#include "errors.h"
+#include "table_options.h"
+#include "row_codec.h"
+
+using namespace tidesdb;
+
+/* Changes that do not alter a stored byte. */
+static const alter_table_operations METADATA_ONLY =
+    ALTER_COLUMN_NAME | ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_INDEX_COMMENT |
+    ALTER_RENAME_INDEX | ALTER_INDEX_IGNORABILITY | ALTER_RENAME | ALTER_INDEX_ORDER |
+    ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX;
+
+static const alter_table_operations ADD_INDEX =
+    ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX;
+
+/* State of one in-place ALTER, kept in ha_alter_info->handler_ctx (the server
+   deletes it; an uncommitted build drops its column families then). */
+class Tidesdb_alter_ctx : public inplace_alter_handler_ctx {
+public:
+  tdb_index_build *build = nullptr;
+  /* Per secondary index of the new definition, in its key order: see
+     tdb_index_build_commit. */
+  std::vector<uint32_t> layout;
+  /* The new definition's key numbers of the indexes to build, in slot order. */
+  std::vector<uint> added;
+  ~Tidesdb_alter_ctx() override {
+    if (build) tdb_index_build_free(build);
+  }
+};
+
+static bool key_has_virtual_part(const KEY *key) {
+  for (uint p = 0; p < key->user_defined_key_parts; p++)
+    if (key->key_part[p].field && !key->key_part[p].field->stored_in_db()) return true;
+  return false;
+}
+
+/* The engine's table options (COMPRESSION, ...) live in the column families'
+   options, fixed when they are created: a change of them rebuilds the table. */
+static bool engine_options_differ(const TABLE_SHARE *from, const TABLE_SHARE *to) {
+  tdb_table_options a, b;
+  table_options_of(from, &a);
+  table_options_of(to, &b);
+  return memcmp(&a, &b, sizeof a) != 0;
+}
+
+enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
+    TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  alter_table_operations flags = ha_alter_info->handler_flags;
+  if (flags & ~(METADATA_ONLY | ADD_INDEX | ALTER_CHANGE_CREATE_OPTION)) {
+    ha_alter_info->unsupported_reason =
+        "TidesDB changes in place only indexes (not primary keys) and metadata";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  /* A changed table option other than the comment may need the rows rewritten
+     (or the catalog's AUTO_INCREMENT option updated): copy. */
+  if ((flags & ALTER_CHANGE_CREATE_OPTION) &&
+      ((ha_alter_info->create_info->used_fields & ~(ulong)HA_CREATE_USED_COMMENT) ||
+       engine_options_differ(table->s, altered_table->s))) {
+    ha_alter_info->unsupported_reason = "TidesDB changes in place only the table COMMENT";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  /* The primary key (also one the server promotes from a UNIQUE NOT NULL key) is
+     the rows' key: it stays as it is. */
+  bool old_hidden = table->s->primary_key >= MAX_KEY;
+  bool new_hidden = altered_table->s->primary_key >= MAX_KEY;
+  if (old_hidden != new_hidden ||
+      (!old_hidden && strcmp(table->key_info[table->s->primary_key].name.str,
+                             altered_table->key_info[altered_table->s->primary_key].name.str))) {
+    ha_alter_info->unsupported_reason = "TidesDB rebuilds the table to change its primary key";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  if (m_share == nullptr || table->s->partition_info_str_len || table->part_info) {
+    ha_alter_info->unsupported_reason = "TidesDB changes partitioned tables by copying them";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  if (!(flags & ADD_INDEX)) return HA_ALTER_INPLACE_INSTANT;
+  /* ALTER IGNORE ... ADD UNIQUE drops the duplicate rows: only a copy does that. */
+  if (ha_alter_info->ignore && (flags & ALTER_ADD_UNIQUE_INDEX)) {
+    ha_alter_info->unsupported_reason = "ALTER IGNORE removes duplicates by copying the table";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  for (uint i = 0; i < ha_alter_info->index_add_count; i++) {
+    const KEY *key = &ha_alter_info->key_info_buffer[ha_alter_info->index_add_buffer[i]];
+    if (key->flags & (HA_FULLTEXT | HA_SPATIAL) || key->algorithm == HA_KEY_ALG_LONG_HASH ||
+        key_has_virtual_part(key)) {
+      ha_alter_info->unsupported_reason =
+          "TidesDB builds in place only ordinary indexes on stored columns";
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
+  }
+  ha_alter_info->unsupported_reason =
+      "TidesDB blocks writes while it builds an index (reads go on)";
+  return HA_ALTER_INPLACE_NOCOPY_LOCK;
+}
+
+/* The old definition's key number of the new key new_key, or MAX_KEY if it is new. */
+static uint old_key_of(TABLE *table, Alter_inplace_info *info, const KEY *new_key) {
+  for (const auto &pair : info->rename_keys)
+    if (pair.new_key == new_key) return (uint)(pair.old_key - table->key_info);
+  for (uint i = 0; i < info->index_add_count; i++)
+    if (&info->key_info_buffer[info->index_add_buffer[i]] == new_key) return MAX_KEY;
+  for (uint k = 0; k < table->s->keys; k++) {
+    const KEY *old = &table->key_info[k];
+    bool dropped = false;
+    for (uint d = 0; d < info->index_drop_count; d++) dropped |= info->index_drop_buffer[d] == old;
+    if (!dropped && !my_strcasecmp(system_charset_info, old->name.str, new_key->name.str))
+      return k;
+  }
+  return MAX_KEY;
+}
+
+bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
+                                             Alter_inplace_info *ha_alter_info) {
+  auto *ctx = new Tidesdb_alter_ctx(); /* Sql_alloc: on the statement's memory root */
+  if (!ctx) {
+    my_error(ER_OUT_OF_RESOURCES, MYF(0));
+    return true;
+  }
+  ha_alter_info->handler_ctx = ctx;
+  /* The new definition's secondary indexes, in its key order (the engine index
+     numbering of the reopened table). */
+  uint new_pk = altered_table->s->primary_key;
+  for (uint k = 0; k < ha_alter_info->key_count; k++) {
+    if (k == new_pk) continue;
+    const KEY *key = &ha_alter_info->key_info_buffer[k];
+    uint old = old_key_of(table, ha_alter_info, key);
+    if (old == MAX_KEY) {
+      ctx->layout.push_back(TDB_LAYOUT_BUILT | (uint32_t)ctx->added.size());
+      ctx->added.push_back(k);
+    } else if (is_pk(old)) {
+      my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a secondary key maps to the primary key");
+      return true;
+    } else {
+      ctx->layout.push_back(engine_index(old));
+    }
+  }
+  int st = tdb_index_build_begin(m_name.c_str(), (uint32_t)ctx->added.size(), &ctx->build);
+  if (st) {
+    ctx->build = nullptr;
+    print_error(fail(st), MYF(0));
+    return true;
+  }
+  return false;
+}
+
+bool ha_tidesdb::inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  if (!ctx || ctx->added.empty()) return false;
+  return build_indexes(altered_table, ha_alter_info);
+}
+
+bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  THD *thd = ha_thd();
+  /* A snapshot of its own, taken now: writers are blocked, so it holds every row. */
+  tdb_trx *t = tdb_trx_new();
+  tdb_cursor *c = nullptr;
+  int st = t ? tdb_trx_begin(t, TDB_ISO_REPEATABLE_READ) : TDB_INTERNAL;
+  if (!st) st = tdb_cursor_open(t, m_tbl, 0, &c);
+  std::vector<std::vector<Field *>> covered(ctx->added.size());
+  for (size_t i = 0; i < ctx->added.size(); i++)
+    covered_fields(altered_table, ctx->added[i], m_hidden_pk, &covered[i]);
+  uchar *rec = altered_table->record[0];
+  std::string row, pk;
+  External_state external; /* external values of the row being indexed */
+  Index_entry e;
+  ha_rows done = 0, total = stats.records;
+  bool failed = false;
+  thd_progress_init(thd, 1);
+  if (!st) st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
+  for (; st == TDB_OK && !failed; st = tdb_cursor_next(c)) {
+    if (thd_killed(thd)) {
+      my_error(ER_QUERY_INTERRUPTED, MYF(0));
+      failed = true;
+      break;
+    }
+    const uint8_t *k, *v;
+    size_t klen, vlen;
+    if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
+    row.assign((const char *)v, vlen);
+    pk.assign((const char *)k, klen);
+    external.loaded.assign(altered_table->s->fields, false);
+    Engine_external_reader reader(t, m_tbl, altered_table, pk, false,
+                                  Engine_external_reader::WANT_KEYS, &external);
+    if (!decode_row(altered_table, row, rec, &reader, nullptr)) {
+      my_error(ER_INTERNAL_ERROR, MYF(0),
+               reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
+      failed = true;
+      break;
+    }
+    for (size_t i = 0; i < ctx->added.size() && !failed; i++) {
+      encode_entry(altered_table, ctx->added[i], covered[i], rec, pk, &e);
+      int pst = tdb_index_build_put(ctx->build, (uint32_t)i, (const uint8_t *)e.key.data(),
+                                    e.key.size(), (const uint8_t *)e.value.data(),
+                                    e.value.size(), e.unique);
+      if (pst == TDB_DUPLICATE) {
+        /* The row just decoded holds the duplicate value: name it as InnoDB does. */
+        print_keydup_error(altered_table, &altered_table->key_info[ctx->added[i]], MYF(0));
+        failed = true;
+      } else if (pst) {
+        print_error(fail(pst), MYF(0));
+        failed = true;
+      }
+    }
+    if (++done % 1024 == 0) thd_progress_report(thd, done, total > done ? total : done);
+  }
+  thd_progress_end(thd);
+  if (c) tdb_cursor_close(c);
+  if (t) tdb_trx_free(t);
+  if (!failed && st != TDB_END) {
+    print_error(fail(st), MYF(0));
+    failed = true;
+  }
+  return failed;
+}
+
+bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alter_info,
+                                            bool commit) {
+  auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  if (!ctx) return false;
+  if (!commit) {
+    /* Rollback: the built families were never named; drop them now. */
+    tdb_index_build_free(ctx->build);
+    ctx->build = nullptr;
+    return false;
+  }
+  close_cursor();
+  int st = tdb_index_build_commit(ctx->build, m_name.c_str(), ctx->layout.data(),
+                                  ctx->layout.size());
+  if (st) {
+    print_error(fail(st), MYF(0));
+    return true;
+  }
+  tdb_index_build_free(ctx->build);
+  ctx->build = nullptr;
+  /* Saved statistics were per key position: the catalog dropped them. */
+  if (m_share) {
+    std::lock_guard<std::mutex> guard(m_share->count_mutex);
+    m_share->rec_per_key.clear();
+  }
+  return false;
+}
