@@ -457,7 +457,8 @@ int ha_tidesdb::write_row(const uchar *buf) {
     ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
     /* A new row's non-unique entry (key columns + primary key) is a key no other
        transaction can write without holding this row's lock: locking it too would
-       only cost time and memory in bulk inserts. */
+       only cost time and memory in bulk inserts. Unlocked after the locked row,
+       the engine checks it for conflicts from the row lock on (see tdb_op.lock). */
     if (!e.unique) ops.back().lock = 0;
     op_keys.push_back(k);
   }

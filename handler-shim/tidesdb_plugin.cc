@@ -215,7 +215,12 @@ static int tidesdb_commit(handlerton *, THD *thd, bool all) {
   int st = ends_transaction(thd, all) ? tdb_trx_commit(trx) : tdb_trx_stmt_commit(trx);
   if (st) {
     sql_print_warning("TidesDB: commit failed: %s", tdb_last_error());
-    return to_ha_error(st, thd);
+    int err = to_ha_error(st, thd);
+    /* The server reports a failed commit as ER_ERROR_DURING_COMMIT, which clients
+       do not retry. A conflict or deadlock is raised as ER_LOCK_DEADLOCK first: the
+       statement's first error is the one the client gets. */
+    if (err == HA_ERR_LOCK_DEADLOCK) my_error(ER_LOCK_DEADLOCK, MYF(0));
+    return err;
   }
   return 0;
 }

@@ -92,17 +92,7 @@ DURABILITY = {
 
 # Known plugin problems found by this benchmark, quoted in the commentary of
 # docs/BENCHMARKS.md until fixed (remove an entry once its fix has landed).
-KNOWN_ISSUES = [
-    "TidesDB `info(HA_STATUS_VARIABLE)` counts the rows of any table whose estimate is <= 1000 rows "
-    "(`SMALL_TABLE_ROWS` in handler-shim/ha_tidesdb.cc, `count_rows_committed`) with a full cursor scan that "
-    "reads every row value, on every statement. On the quick profile's 100 x 1 MiB table each statement, "
-    "even `EXPLAIN SELECT k, meta FROM t WHERE id = 5`, costs ~30-40 ms (the same on 100 small rows: < 1 ms), "
-    "so the TidesDB large-value figures of the quick run (100 rows) measure that scan, not the read path. "
-    "The full run's 1024 rows sit right at the threshold: whether it scans depends on the engine's estimate.",
-    "TidesDB reports a write conflict at COMMIT as ER_ERROR_DURING_COMMIT (1180, `Got error 149 \"Lock deadlock; "
-    "Retry transaction\" during COMMIT`) instead of ER_LOCK_DEADLOCK (1213): clients and sysbench do not "
-    "recognise it as retryable (sysbench oltp_write_only aborts at 2 and 8 threads).",
-]
+KNOWN_ISSUES = []
 
 ROWS = []        # flat (section, engine, test, metric, value, unit) for the CSV
 PROBLEMS = []    # anything that misbehaved (errors, wrong results)

@@ -633,7 +633,7 @@ impl DbInner {
                 continue;
             }
             let no = next_file.fetch_add(1, Ordering::SeqCst);
-            let (fm, table) = build_table(dir, no, &cf.opts, &mem, &cache)?;
+            let (fm, table) = build_table(dir, no, &cf.opts, &mem, &cache, &[])?;
             if let Some(m) = state.cfs.get_mut(id) {
                 m.levels[0].push(fm.clone());
                 m.flushed_seq = m.flushed_seq.max(mem.max_seq());
@@ -1690,7 +1690,17 @@ impl DbInner {
         let built = if imm.is_empty() {
             None
         } else {
-            Some(build_table(&self.dir, no, &cf.opts, &imm, &self.cache)?)
+            // Taken after the memtable stopped taking writes: a snapshot made
+            // later sees all of it, so it splits no stripe.
+            let snaps = self.live_snapshots();
+            Some(build_table(
+                &self.dir,
+                no,
+                &cf.opts,
+                &imm,
+                &self.cache,
+                &snaps,
+            )?)
         };
         {
             let mut m = self.manifest.lock();
@@ -1906,12 +1916,18 @@ impl DbInner {
 }
 
 /// Writes `mem` to a new table file `no`.
+/// Writes a memtable as a table file, keeping of each key only the newest
+/// version per snapshot stripe, as compaction does (`snaps`: the live
+/// snapshots, ascending): versions no reader can see do not reach the disk,
+/// so a row updated many times costs reads one version, not all of them.
+/// Tombstones stay (older files may hold the key).
 pub(crate) fn build_table(
     dir: &Path,
     no: u64,
     opts: &CfOptions,
     mem: &Memtable,
     cache: &Arc<BlockCache>,
+    snaps: &[u64],
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = sst::table_path(dir, no);
     let mut b = TableBuilder::create(
@@ -1920,7 +1936,22 @@ pub(crate) fn build_table(
         opts.compression,
         opts.bloom_bits_per_key,
     )?;
-    let r = mem.for_each(|k, v| b.add(&k.user, k.seq, v.kind, &v.value));
+    // Versions come newest first within a key.
+    let mut last: Option<(Vec<u8>, usize)> = None;
+    let r = mem.for_each(|k, v| {
+        let stripe = snaps.partition_point(|&x| x < k.seq);
+        if let Some((user, st)) = &mut last {
+            if *user == k.user {
+                if *st == stripe {
+                    return Ok(());
+                }
+                *st = stripe;
+                return b.add(&k.user, k.seq, v.kind, &v.value);
+            }
+        }
+        last = Some((k.user.clone(), stripe));
+        b.add(&k.user, k.seq, v.kind, &v.value)
+    });
     if let Err(e) = r {
         drop(b);
         let _ = std::fs::remove_file(&path);

@@ -24,9 +24,12 @@ use crate::lock::{CancelHandle, LockKey, LockMode};
 const LOCK_X: u64 = 1 << 63;
 
 /// Sequence from which a written key is conflict-checked: keys locked
-/// exclusively are checked from the lock time on, others from the snapshot.
+/// exclusively are checked from the lock time on, keys written under another
+/// key's exclusive lock ([`Txn::put_covered`]) from that lock's time, others
+/// from the snapshot.
 fn check_seq(
     locks: &crate::fxhash::FxHashMap<LockKey, u64>,
+    covered: &crate::fxhash::FxHashMap<Box<[u8]>, u64>,
     buf: &mut Vec<u8>,
     cf: u64,
     key: &[u8],
@@ -38,7 +41,7 @@ fn check_seq(
     crate::lock::encode_key(buf, cf, key);
     match locks.get(&buf[..]) {
         Some(v) if v & LOCK_X != 0 => (v & !LOCK_X).max(snap),
-        _ => snap,
+        _ => covered.get(&buf[..]).map_or(snap, |at| (*at).max(snap)),
     }
 }
 use crate::memtable::{MemIter, Memtable};
@@ -140,6 +143,9 @@ pub struct Txn {
     /// Locks held: encoded (cf, key) (shared with the lock table) -> visible
     /// sequence when acquired, `LOCK_X` set if exclusive.
     locks: crate::fxhash::FxHashMap<LockKey, u64>,
+    /// Keys written by [`Txn::put_covered`]: encoded (cf, key) -> grant
+    /// sequence of the exclusive lock that covers them.
+    covered: crate::fxhash::FxHashMap<Box<[u8]>, u64>,
     /// Scratch buffer for encoding lock keys.
     lock_buf: Vec<u8>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -157,6 +163,7 @@ impl Txn {
         Txn {
             id,
             locks: crate::fxhash::FxHashMap::default(),
+            covered: crate::fxhash::FxHashMap::default(),
             lock_buf: Vec::new(),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             db,
@@ -289,6 +296,35 @@ impl Txn {
 
     pub fn put(&mut self, cf: &Cf, key: &[u8], value: &[u8]) -> Result<()> {
         self.write(cf, key, Kind::Put, value)
+    }
+
+    /// [`Txn::put`] of a key that, by the caller's own rules, nobody writes
+    /// without holding the exclusive lock this transaction holds on
+    /// (`lock_cf`, `lock_key`) (e.g. an index entry that contains its row's
+    /// primary key, under the row's lock). The key is then checked for write
+    /// conflicts from the moment that lock was granted, as a locked key is,
+    /// without being locked itself (no lock table traffic). Without that lock
+    /// held it is a plain `put` (checked from the snapshot).
+    pub fn put_covered(
+        &mut self,
+        cf: &Cf,
+        key: &[u8],
+        value: &[u8],
+        lock_cf: &Cf,
+        lock_key: &[u8],
+    ) -> Result<()> {
+        self.check(lock_cf)?;
+        crate::lock::encode_key(&mut self.lock_buf, lock_cf.id(), lock_key);
+        let at = match self.locks.get(&self.lock_buf[..]) {
+            Some(v) if v & LOCK_X != 0 => Some(v & !LOCK_X),
+            _ => None,
+        };
+        self.put(cf, key, value)?;
+        if let Some(at) = at {
+            crate::lock::encode_key(&mut self.lock_buf, cf.id(), key);
+            self.covered.insert(self.lock_buf[..].into(), at);
+        }
+        Ok(())
     }
 
     pub fn delete(&mut self, cf: &Cf, key: &[u8]) -> Result<()> {
@@ -468,7 +504,14 @@ impl Txn {
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    let check = check_seq(&self.locks, &mut buf, *id, &k.user, self.snap.seq);
+                    let check = check_seq(
+                        &self.locks,
+                        &self.covered,
+                        &mut buf,
+                        *id,
+                        &k.user,
+                        self.snap.seq,
+                    );
                     ops.push((
                         w.cf.clone(),
                         Op {
@@ -709,10 +752,11 @@ impl Txn {
             parts.push((w.cf.clone(), m));
         }
         let snap = self.snap.seq;
-        let locks = &self.locks;
+        let (locks, covered) = (&self.locks, &self.covered);
         let buf = std::cell::RefCell::new(Vec::new());
-        let check =
-            |cf: u64, key: &[u8]| -> u64 { check_seq(locks, &mut buf.borrow_mut(), cf, key, snap) };
+        let check = |cf: u64, key: &[u8]| -> u64 {
+            check_seq(locks, covered, &mut buf.borrow_mut(), cf, key, snap)
+        };
         self.db.commit_spilled(parts, &check)
     }
 }

@@ -124,3 +124,43 @@ fn dropped_cf_space_reclaimed() {
     db.drop_cf("big").unwrap();
     assert_eq!(ssts(d.path()), 0);
 }
+
+/// A flush writes only the versions a reader can see: the newest of each key,
+/// plus the newest one each live snapshot sees.
+#[test]
+fn flush_drops_versions_no_snapshot_sees() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        d.path(),
+        DbOptions {
+            sync_mode: SyncMode::None,
+            ..DbOptions::default()
+        },
+    )
+    .unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let put = |v: u32| {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"k", &v.to_le_bytes()).unwrap();
+        t.put(&cf, &v.to_be_bytes(), b"x").unwrap();
+        t.commit().unwrap();
+    };
+    for v in 0..50 {
+        put(v);
+    }
+    let mut snap = db.begin(Isolation::RepeatableRead);
+    assert_eq!(snap.get(&cf, b"k").unwrap().unwrap(), 49u32.to_le_bytes());
+    for v in 50..100 {
+        put(v);
+    }
+    db.flush().unwrap();
+    let st = db.cf_stats(&cf);
+    assert_eq!(st.memtable_bytes, 0);
+    // "k": versions 99 and 49 (the snapshot's), plus the 100 one-version keys
+    assert_eq!(st.approx_keys, 102);
+    assert_eq!(snap.get(&cf, b"k").unwrap().unwrap(), 49u32.to_le_bytes());
+    let mut now = db.begin(Isolation::RepeatableRead);
+    assert_eq!(now.get(&cf, b"k").unwrap().unwrap(), 99u32.to_le_bytes());
+    assert_eq!(count(&db, &cf), 101);
+    drop(snap);
+}

@@ -270,7 +270,13 @@ struct tdb_op {
   uint32_t index;          /* 0 = rows, 1..n = secondary index */
   uint32_t kind;           /* enum tdb_op_kind */
   uint32_t lock;           /* 1: take an exclusive lock on the key first (held to the end
-                              of the transaction; waits up to the lock wait timeout) */
+                              of the transaction; waits up to the lock wait timeout).
+                              0 on a PUT when the first op of the list is a locked op
+                              on the rows (index 0): the key is one nobody writes
+                              without that row's lock (an index entry holding the
+                              primary key), so it is conflict-checked from the time
+                              the row lock was granted, like a locked key, without
+                              being locked. Otherwise 0 = checked from the snapshot. */
   const uint8_t *key;
   size_t key_len;
   const uint8_t *value;    /* PUT only */

@@ -118,6 +118,9 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
     let txn = trx.txn()?;
     let sp = txn.savepoint();
     let result = (|| -> FfiResult<()> {
+        // An unlocked put after a locked first op on the rows index is written under
+        // that row's lock (see `struct tdb_op` in the header).
+        let mut cover: Option<(Cf, &[u8])> = None;
         for (i, op) in ops.iter().enumerate() {
             *failed = i;
             let cf = table.shared.cf(op.index)?;
@@ -126,6 +129,9 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
             let locked = op.lock != 0;
             if locked {
                 txn.lock(&cf, key, LockMode::Exclusive, timeout)?;
+                if i == 0 && op.index == 0 {
+                    cover = Some((cf.clone(), key));
+                }
             }
             match op.kind {
                 OP_PUT => {
@@ -134,7 +140,12 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
                     if op.unique_len > 0 && violates_unique(txn, &cf, key, op.unique_len, locked)? {
                         return Err(FfiError::quiet(Status::Duplicate));
                     }
-                    txn.put(&cf, key, value)?;
+                    match cover {
+                        Some((ref row_cf, row_key)) if !locked => {
+                            txn.put_covered(&cf, key, value, row_cf, row_key)?
+                        }
+                        _ => txn.put(&cf, key, value)?,
+                    }
                 }
                 OP_DELETE => txn.delete(&cf, key)?,
                 OP_FT_PUT | OP_FT_DELETE => {
