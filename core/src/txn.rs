@@ -90,6 +90,40 @@ impl WsCf {
     }
 }
 
+/// True if the write set `ws` has a key `lo <= k <= hi` not in `skip`
+/// (range lock requests; rolled-back entries of spilled runs count too).
+pub(crate) fn ws_has_key_in(
+    ws: &Mutex<WsView>,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    skip: &[&[u8]],
+) -> bool {
+    use crate::iter::InternalIterator;
+    let v = ws.lock();
+    if v.mem.any_in(lo, hi, skip) {
+        return true;
+    }
+    for r in &v.runs {
+        let mut it = TableIter::new(r.table.clone());
+        it.seek(lo, crate::key::MAX_SEQ);
+        while it.valid() {
+            let k = it.user_key();
+            if hi.is_some_and(|h| k > h) {
+                break;
+            }
+            if !skip.contains(&k) {
+                return true;
+            }
+            it.next();
+        }
+        if it.status().is_err() {
+            // Unreadable run: assume a conflict (waiting is safe).
+            return true;
+        }
+    }
+    false
+}
+
 /// Write-set sources of `view` for a merge (memory first, then the runs).
 fn ws_sources(view: &WsView, op: u64) -> Vec<Source> {
     let mut v = Vec::with_capacity(1 + view.runs.len());
@@ -223,13 +257,19 @@ impl Txn {
         }
         let op = self.op.fetch_add(1, Ordering::SeqCst) + 1;
         let seq = WS_BASE + op;
-        let w = self.ws.entry(cf.id()).or_insert_with(|| WsCf {
-            cf: cf.inner.clone(),
-            view: Arc::new(Mutex::new(WsView {
+        let (db, id) = (&self.db, self.id);
+        let w = self.ws.entry(cf.id()).or_insert_with(|| {
+            let view = Arc::new(Mutex::new(WsView {
                 mem: Arc::new(Memtable::new()),
                 runs: Vec::new(),
                 gen: 0,
-            })),
+            }));
+            // Range lock requests look into it (see lock.rs).
+            db.locks.register_writer(id, cf.id(), view.clone());
+            WsCf {
+                cf: cf.inner.clone(),
+                view,
+            }
         });
         w.view.lock().mem.insert(key, seq, kind, value);
         self.undo.push((cf.id(), key.to_vec(), seq));
@@ -622,6 +662,30 @@ impl Txn {
             let locks = std::mem::take(&mut self.locks);
             self.db.locks.unlock_keys(self.id, locks.into_keys());
         }
+        if !self.ws.is_empty() || self.db.locks.any_range() {
+            self.db.locks.end_gaps(self.id);
+        }
+    }
+
+    /// Next-key locking for inserts: call after putting `key`, a key that
+    /// may not have existed. Waits (like [`Txn::lock`]) while another
+    /// transaction holds a range lock ([`GapLocker::lock_range`]) containing
+    /// it. One atomic load when no range lock exists.
+    pub fn check_insert(&mut self, cf: &Cf, key: &[u8], timeout: Duration) -> Result<()> {
+        self.db
+            .locks
+            .check_insert(self.id, cf.id(), key, timeout, &self.cancel)
+    }
+
+    /// A handle that takes range locks for this transaction (for cursors,
+    /// which do not borrow the transaction). The locks last until the
+    /// transaction ends.
+    pub fn gap_locker(&self) -> GapLocker {
+        GapLocker {
+            db: self.db.clone(),
+            id: self.id,
+            cancel: self.cancel.clone(),
+        }
     }
 
     /// Locks `key` (which need not exist) until commit / rollback. Blocks up to
@@ -733,6 +797,39 @@ impl Drop for Txn {
             }
         }
         self.release_locks();
+    }
+}
+
+/// Takes range (gap) locks on behalf of a transaction; see lock.rs.
+pub struct GapLocker {
+    db: Arc<DbInner>,
+    id: u64,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl GapLocker {
+    /// Locks the keys `lo <= k <= hi` of `cf` (`hi = None`: no upper end)
+    /// against inserts by other transactions until the transaction ends.
+    /// Range locks do not conflict with each other; a request waits while
+    /// another transaction has an uncommitted write inside the range.
+    /// Errors as [`Txn::lock`]. Must not be used after the transaction ended.
+    pub fn lock_range(
+        &self,
+        cf: &Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.db.check_open()?;
+        self.db
+            .locks
+            .lock_range(self.id, cf.id(), lo, hi, timeout, &self.cancel)
+    }
+
+    /// Sequence of the latest visible commit (compare with
+    /// [`TxnIter::read_seq`]: equal means a position read is still current).
+    pub fn latest_seq(&self) -> u64 {
+        self.db.visible_seq.load(Ordering::Acquire)
     }
 }
 
