@@ -503,22 +503,40 @@ impl Txn {
     pub(crate) fn collect_ops(&self) -> Result<crate::db::CfOps> {
         let mut ops = Vec::new();
         let mut buf = Vec::new();
+        let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
+            let mut push = |key: &[u8], kind: Kind, value: &[u8]| {
+                let check = check_seq(&self.locks, &mut buf, *id, key, self.snap.seq);
+                ops.push((
+                    w.cf.clone(),
+                    Op {
+                        cf: *id,
+                        kind,
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    },
+                    check,
+                ));
+            };
+            if self.spilled {
+                // Spilled runs plus memory, newest version per key (2PC of a
+                // large write set: the prepare record carries all of it).
+                let v = w.view.lock();
+                let mut m = MergeIter::new(ws_sources(&v, op_now), None, None, None).keep_deletes();
+                drop(v);
+                m.seek_to_first();
+                while m.valid() {
+                    push(m.key(), m.kind(), m.value());
+                    m.next();
+                }
+                m.status()?;
+                continue;
+            }
             let mut last: Option<Vec<u8>> = None;
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    let check = check_seq(&self.locks, &mut buf, *id, &k.user, self.snap.seq);
-                    ops.push((
-                        w.cf.clone(),
-                        Op {
-                            cf: *id,
-                            kind: v.kind,
-                            key: k.user.clone(),
-                            value: v.value.to_vec(),
-                        },
-                        check,
-                    ));
+                    push(&k.user, v.kind, &v.value);
                     last = Some(k.user.clone());
                 }
                 Ok(())
@@ -607,34 +625,15 @@ impl Txn {
         }
         self.check_not_prepared()?;
         self.db.check_writable()?;
-        if self.spilled {
-            return Err(Error::InvalidArgument(
-                "prepare is not supported for a transaction whose write set was spilled to disk \
-                 (larger than the spill threshold)"
-                    .into(),
-            ));
-        }
         if xid.is_empty() || xid.len() > 1024 {
             return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
         }
-        let keys: Vec<(Cf, Vec<u8>)> = {
-            let mut v = Vec::new();
-            for w in self.ws.values() {
-                let cf = Cf {
-                    inner: w.cf.clone(),
-                };
-                let mut last: Option<Vec<u8>> = None;
-                let mem = w.view.lock().mem.clone();
-                mem.for_each(|k, _| {
-                    if last.as_deref() != Some(k.user.as_slice()) {
-                        last = Some(k.user.clone());
-                        v.push((cf.clone(), k.user.clone()));
-                    }
-                    Ok(())
-                })?;
-            }
-            v
-        };
+        // Every written key (for a spilled write set: read back from its runs).
+        let keys: Vec<(Cf, Vec<u8>)> = self
+            .collect_ops()?
+            .into_iter()
+            .map(|(inner, op, _)| (Cf { inner }, op.key))
+            .collect();
         let timeout = self.lock_timeout;
         for (cf, key) in &keys {
             self.lock(cf, key, LockMode::Exclusive, timeout)?;
