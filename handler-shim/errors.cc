@@ -24,6 +24,8 @@ int to_ha_error(int status, THD *thd) {
   case TDB_TABLE_EXISTS: return HA_ERR_TABLE_EXIST;
   case TDB_CORRUPTION: return HA_ERR_TIDESDB_CORRUPTION;
   case TDB_IO_ERROR: return HA_ERR_TIDESDB_IO;
+  /* The server reports it as ER_DISK_FULL ("Disk got full writing 'db.table'"). */
+  case TDB_DISK_FULL: return HA_ERR_DISK_FULL;
   case TDB_READ_ONLY: return HA_ERR_TIDESDB_READ_ONLY;
   case TDB_NOT_OPEN: return HA_ERR_TIDESDB_NOT_OPEN;
   case TDB_ABORTED: return HA_ERR_ABORTED_BY_USER;

@@ -43,7 +43,7 @@ pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
 };
-pub use txn::{Savepoint, Txn, TxnIter};
+pub use txn::{GapLocker, Savepoint, Txn, TxnIter};
 
 #[cfg(test)]
 mod tests {

@@ -14,13 +14,31 @@
 //! stored inline in the table entry; an uncontended lock takes one shard
 //! mutex, one hash probe and one allocation and never touches the wait-for
 //! graph. Tables hash with [`crate::fxhash`].
+//!
+//! Range (gap) locks, InnoDB's next-key locking: a locking cursor in
+//! REPEATABLE READ / SERIALIZABLE locks every key interval it scans,
+//! `[lo, hi]` (both ends inclusive, `hi = None` is +infinity), in one
+//! column family. Range locks never conflict with each other (like InnoDB's
+//! gap locks, whose only purpose is to keep inserts out). A PUT of a key
+//! waits while another transaction holds a range containing it
+//! ([`LockManager::check_insert`]). A range lock waits while another
+//! transaction's uncommitted write set has a key inside the range (so a
+//! locking read does not skip an insert that is not yet committed, as
+//! InnoDB's read waits for the record's implicit lock); for that, every
+//! transaction's write set of a column family is registered here when it is
+//! created ([`LockManager::register_writer`]). A writer puts its key first
+//! and checks the ranges after: with the range counter read after the put,
+//! either the writer sees the range or the range locker sees the key. All
+//! range state sits behind one mutex; a PUT with no range lock anywhere
+//! costs one atomic load. Waits share the wait-for graph, timeouts and
+//! cancellation with row locks.
 
 use crate::error::{Error, Result};
 use crate::fxhash::{FxBuildHasher, FxHashMap};
 use parking_lot::{Condvar, Mutex};
 use std::collections::hash_map::Entry as MapEntry;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -142,10 +160,67 @@ struct Shard {
     cv: Condvar,
 }
 
+/// A transaction's write set of one column family (see `txn.rs`).
+pub(crate) type WsHandle = Arc<Mutex<crate::txn::WsView>>;
+
+/// One range lock: keys `lo <= k <= hi` (`hi = None`: no upper end).
+struct RangeLock {
+    owner: u64,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+}
+
+impl RangeLock {
+    fn contains(&self, k: &[u8]) -> bool {
+        self.lo.as_slice() <= k && self.hi.as_deref().map_or(true, |h| k <= h)
+    }
+
+    /// Merges `[lo, hi]` into `self` if the two overlap (adjacent scan steps
+    /// share their boundary key, so a scan keeps one range).
+    fn absorb(&mut self, lo: &[u8], hi: Option<&[u8]>) -> bool {
+        let starts_before_end = self.hi.as_deref().map_or(true, |h| lo <= h);
+        let ends_after_start = hi.map_or(true, |h| self.lo.as_slice() <= h);
+        if !(starts_before_end && ends_after_start) {
+            return false;
+        }
+        if lo < self.lo.as_slice() {
+            self.lo = lo.to_vec();
+        }
+        match (&self.hi, hi) {
+            (None, _) => {}
+            (Some(_), None) => self.hi = None,
+            (Some(a), Some(b)) => {
+                if b > a.as_slice() {
+                    self.hi = Some(b.to_vec());
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Range locks, registered write sets and waiting inserts.
+#[derive(Default)]
+struct Gaps {
+    /// cf -> range locks.
+    ranges: FxHashMap<u64, Vec<RangeLock>>,
+    /// cf -> (owner, write set).
+    writers: FxHashMap<u64, Vec<(u64, WsHandle)>>,
+    /// Inserts waiting for a range lock: (owner, cf, key). Their keys are in
+    /// the owner's write set but, like InnoDB's waiting insert intention,
+    /// block no range lock.
+    pending: Vec<(u64, u64, Vec<u8>)>,
+}
+
 pub(crate) struct LockManager {
     shards: Vec<Shard>,
     hasher: FxBuildHasher,
     waits_for: Mutex<FxHashMap<u64, Vec<u64>>>,
+    gaps: Mutex<Gaps>,
+    gaps_cv: Condvar,
+    /// Number of range locks (plus range lock requests in progress); 0 lets
+    /// inserts skip the range check.
+    ranges: AtomicUsize,
 }
 
 impl LockManager {
@@ -159,6 +234,9 @@ impl LockManager {
                 .collect(),
             hasher: FxBuildHasher::default(),
             waits_for: Mutex::new(FxHashMap::default()),
+            gaps: Mutex::new(Gaps::default()),
+            gaps_cv: Condvar::new(),
+            ranges: AtomicUsize::new(0),
         }
     }
 
@@ -314,6 +392,7 @@ impl LockManager {
             self.release(me, &k);
         }
         self.waits_for.lock().remove(&me);
+        self.end_gaps(me);
     }
 
     pub(crate) fn wake_all(&self) {
@@ -321,6 +400,185 @@ impl LockManager {
             let _g = s.map.lock();
             s.cv.notify_all();
         }
+        let _g = self.gaps.lock();
+        self.gaps_cv.notify_all();
+    }
+
+    /// Registers transaction `me`'s write set of column family `cf` (once,
+    /// when it is created); range lock requests look into it.
+    pub(crate) fn register_writer(&self, me: u64, cf: u64, ws: WsHandle) {
+        self.gaps
+            .lock()
+            .writers
+            .entry(cf)
+            .or_default()
+            .push((me, ws));
+    }
+
+    /// Drops everything `me` has in the range state (its range locks and
+    /// write sets); wakes range waiters. Called when a transaction ends.
+    pub(crate) fn end_gaps(&self, me: u64) {
+        let mut g = self.gaps.lock();
+        let mut removed = 0;
+        for v in g.ranges.values_mut() {
+            let before = v.len();
+            v.retain(|r| r.owner != me);
+            removed += before - v.len();
+        }
+        g.ranges.retain(|_, v| !v.is_empty());
+        for v in g.writers.values_mut() {
+            v.retain(|w| w.0 != me);
+        }
+        g.writers.retain(|_, v| !v.is_empty());
+        if removed > 0 {
+            self.ranges.fetch_sub(removed, Ordering::SeqCst);
+        }
+        self.gaps_cv.notify_all();
+    }
+
+    /// Waits (up to `timeout`) until `attempt` finds no blocker; `attempt`
+    /// runs under the range mutex and returns the transactions `me` waits for
+    /// (empty: done).
+    fn gap_wait(
+        &self,
+        me: u64,
+        timeout: Duration,
+        cancel: &AtomicBool,
+        mut on_wait: impl FnMut(&mut Gaps),
+        mut attempt: impl FnMut(&mut Gaps) -> Vec<u64>,
+    ) -> Result<()> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut g = self.gaps.lock();
+        let mut waiting = false;
+        let res = loop {
+            let blockers = attempt(&mut g);
+            if blockers.is_empty() {
+                break Ok(());
+            }
+            if !waiting {
+                on_wait(&mut g);
+                waiting = true;
+            }
+            if self.would_deadlock(me, &blockers) {
+                break Err(Error::Deadlock);
+            }
+            self.waits_for.lock().insert(me, blockers);
+            if cancel.swap(false, Ordering::SeqCst) {
+                break Err(Error::Cancelled);
+            }
+            let now = Instant::now();
+            let wake = match deadline {
+                Some(d) if now >= d => break Err(Error::LockTimeout),
+                Some(d) => d.min(now + Duration::from_millis(50)),
+                None => now + Duration::from_millis(50),
+            };
+            self.gaps_cv.wait_until(&mut g, wake);
+        };
+        if waiting {
+            self.waits_for.lock().remove(&me);
+            g.pending.retain(|p| p.0 != me);
+        }
+        res
+    }
+
+    /// True if a range lock exists anywhere (inserts skip the check if not).
+    pub(crate) fn any_range(&self) -> bool {
+        self.ranges.load(Ordering::SeqCst) != 0
+    }
+
+    /// Called after `me` put `key` into its write set of `cf`: waits while
+    /// another transaction holds a range lock containing `key`.
+    pub(crate) fn check_insert(
+        &self,
+        me: u64,
+        cf: u64,
+        key: &[u8],
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        if !self.any_range() {
+            return Ok(());
+        }
+        self.gap_wait(
+            me,
+            timeout,
+            cancel,
+            |g| g.pending.push((me, cf, key.to_vec())),
+            |g| {
+                let mut owners: Vec<u64> = g
+                    .ranges
+                    .get(&cf)
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r.owner != me && r.contains(key))
+                    .map(|r| r.owner)
+                    .collect();
+                owners.dedup();
+                owners
+            },
+        )
+    }
+
+    /// Locks keys `lo <= k <= hi` of `cf` for `me` (see the module doc).
+    pub(crate) fn lock_range(
+        &self,
+        me: u64,
+        cf: u64,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        // Counted before the write sets are looked at: a writer that puts a
+        // key after this sees a range and takes the slow path.
+        self.ranges.fetch_add(1, Ordering::SeqCst);
+        let mut stored = false;
+        let res = self.gap_wait(
+            me,
+            timeout,
+            cancel,
+            |_| {},
+            |g| {
+                let mut blockers = Vec::new();
+                for (owner, ws) in g.writers.get(&cf).into_iter().flatten() {
+                    if *owner == me || blockers.contains(owner) {
+                        continue;
+                    }
+                    let skip: Vec<&[u8]> = g
+                        .pending
+                        .iter()
+                        .filter(|p| p.0 == *owner && p.1 == cf)
+                        .map(|p| p.2.as_slice())
+                        .collect();
+                    if crate::txn::ws_has_key_in(ws, lo, hi, &skip) {
+                        blockers.push(*owner);
+                    }
+                }
+                if blockers.is_empty() {
+                    let v = g.ranges.entry(cf).or_default();
+                    // Merge with one of our recent ranges (a scan's steps).
+                    let merged = v
+                        .iter_mut()
+                        .rev()
+                        .filter(|r| r.owner == me)
+                        .take(4)
+                        .any(|r| r.absorb(lo, hi));
+                    if !merged {
+                        v.push(RangeLock {
+                            owner: me,
+                            lo: lo.to_vec(),
+                            hi: hi.map(|h| h.to_vec()),
+                        });
+                        stored = true;
+                    }
+                }
+                blockers
+            },
+        );
+        if !stored {
+            self.ranges.fetch_sub(1, Ordering::SeqCst);
+        }
+        res
     }
 }
 

@@ -124,6 +124,27 @@ impl Memtable {
         Ok(())
     }
 
+    /// True if some entry's user key `k` has `lo <= k <= hi` (`hi = None`:
+    /// unbounded) and is not in `skip` (range lock checks).
+    pub(crate) fn any_in(&self, lo: &[u8], hi: Option<&[u8]>, skip: &[&[u8]]) -> bool {
+        let from = IKey {
+            user: lo.to_vec(),
+            seq: MAX_SEQ,
+        };
+        let mut e = self.map.lower_bound(Bound::Included(&from));
+        while let Some(x) = e {
+            let k = x.key().user.as_slice();
+            if hi.is_some_and(|h| k > h) {
+                return false;
+            }
+            if !skip.contains(&k) {
+                return true;
+            }
+            e = x.next();
+        }
+        false
+    }
+
     /// Rough count of entries between two user keys (walks the range; memtables
     /// are bounded by write_buffer_size so this is cheap enough for estimates).
     pub(crate) fn count_range(&self, start: Option<&[u8]>, end: Option<&[u8]>, cap: u64) -> u64 {

@@ -93,6 +93,40 @@ impl WsCf {
     }
 }
 
+/// True if the write set `ws` has a key `lo <= k <= hi` not in `skip`
+/// (range lock requests; rolled-back entries of spilled runs count too).
+pub(crate) fn ws_has_key_in(
+    ws: &Mutex<WsView>,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    skip: &[&[u8]],
+) -> bool {
+    use crate::iter::InternalIterator;
+    let v = ws.lock();
+    if v.mem.any_in(lo, hi, skip) {
+        return true;
+    }
+    for r in &v.runs {
+        let mut it = TableIter::new(r.table.clone());
+        it.seek(lo, crate::key::MAX_SEQ);
+        while it.valid() {
+            let k = it.user_key();
+            if hi.is_some_and(|h| k > h) {
+                break;
+            }
+            if !skip.contains(&k) {
+                return true;
+            }
+            it.next();
+        }
+        if it.status().is_err() {
+            // Unreadable run: assume a conflict (waiting is safe).
+            return true;
+        }
+    }
+    false
+}
+
 /// Write-set sources of `view` for a merge (memory first, then the runs).
 fn ws_sources(view: &WsView, op: u64) -> Vec<Source> {
     let mut v = Vec::with_capacity(1 + view.runs.len());
@@ -230,13 +264,19 @@ impl Txn {
         }
         let op = self.op.fetch_add(1, Ordering::SeqCst) + 1;
         let seq = WS_BASE + op;
-        let w = self.ws.entry(cf.id()).or_insert_with(|| WsCf {
-            cf: cf.inner.clone(),
-            view: Arc::new(Mutex::new(WsView {
+        let (db, id) = (&self.db, self.id);
+        let w = self.ws.entry(cf.id()).or_insert_with(|| {
+            let view = Arc::new(Mutex::new(WsView {
                 mem: Arc::new(Memtable::new()),
                 runs: Vec::new(),
                 gen: 0,
-            })),
+            }));
+            // Range lock requests look into it (see lock.rs).
+            db.locks.register_writer(id, cf.id(), view.clone());
+            WsCf {
+                cf: cf.inner.clone(),
+                view,
+            }
         });
         w.view.lock().mem.insert(key, seq, kind, value);
         self.undo.push((cf.id(), key.to_vec(), seq));
@@ -499,29 +539,47 @@ impl Txn {
     pub(crate) fn collect_ops(&self) -> Result<crate::db::CfOps> {
         let mut ops = Vec::new();
         let mut buf = Vec::new();
+        let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
+            let mut push = |key: &[u8], kind: Kind, value: &[u8]| {
+                let check = check_seq(
+                    &self.locks,
+                    &self.covered,
+                    &mut buf,
+                    *id,
+                    key,
+                    self.snap.seq,
+                );
+                ops.push((
+                    w.cf.clone(),
+                    Op {
+                        cf: *id,
+                        kind,
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    },
+                    check,
+                ));
+            };
+            if self.spilled {
+                // Spilled runs plus memory, newest version per key (2PC of a
+                // large write set: the prepare record carries all of it).
+                let v = w.view.lock();
+                let mut m = MergeIter::new(ws_sources(&v, op_now), None, None, None).keep_deletes();
+                drop(v);
+                m.seek_to_first();
+                while m.valid() {
+                    push(m.key(), m.kind(), m.value());
+                    m.next();
+                }
+                m.status()?;
+                continue;
+            }
             let mut last: Option<Vec<u8>> = None;
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    let check = check_seq(
-                        &self.locks,
-                        &self.covered,
-                        &mut buf,
-                        *id,
-                        &k.user,
-                        self.snap.seq,
-                    );
-                    ops.push((
-                        w.cf.clone(),
-                        Op {
-                            cf: *id,
-                            kind: v.kind,
-                            key: k.user.clone(),
-                            value: v.value.to_vec(),
-                        },
-                        check,
-                    ));
+                    push(&k.user, v.kind, &v.value);
                     last = Some(k.user.clone());
                 }
                 Ok(())
@@ -610,34 +668,15 @@ impl Txn {
         }
         self.check_not_prepared()?;
         self.db.check_writable()?;
-        if self.spilled {
-            return Err(Error::InvalidArgument(
-                "prepare is not supported for a transaction whose write set was spilled to disk \
-                 (larger than the spill threshold)"
-                    .into(),
-            ));
-        }
         if xid.is_empty() || xid.len() > 1024 {
             return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
         }
-        let keys: Vec<(Cf, Vec<u8>)> = {
-            let mut v = Vec::new();
-            for w in self.ws.values() {
-                let cf = Cf {
-                    inner: w.cf.clone(),
-                };
-                let mut last: Option<Vec<u8>> = None;
-                let mem = w.view.lock().mem.clone();
-                mem.for_each(|k, _| {
-                    if last.as_deref() != Some(k.user.as_slice()) {
-                        last = Some(k.user.clone());
-                        v.push((cf.clone(), k.user.clone()));
-                    }
-                    Ok(())
-                })?;
-            }
-            v
-        };
+        // Every written key (for a spilled write set: read back from its runs).
+        let keys: Vec<(Cf, Vec<u8>)> = self
+            .collect_ops()?
+            .into_iter()
+            .map(|(inner, op, _)| (Cf { inner }, op.key))
+            .collect();
         let timeout = self.lock_timeout;
         for (cf, key) in &keys {
             self.lock(cf, key, LockMode::Exclusive, timeout)?;
@@ -664,6 +703,30 @@ impl Txn {
         if !self.locks.is_empty() {
             let locks = std::mem::take(&mut self.locks);
             self.db.locks.unlock_keys(self.id, locks.into_keys());
+        }
+        if !self.ws.is_empty() || self.db.locks.any_range() {
+            self.db.locks.end_gaps(self.id);
+        }
+    }
+
+    /// Next-key locking for inserts: call after putting `key`, a key that
+    /// may not have existed. Waits (like [`Txn::lock`]) while another
+    /// transaction holds a range lock ([`GapLocker::lock_range`]) containing
+    /// it. One atomic load when no range lock exists.
+    pub fn check_insert(&mut self, cf: &Cf, key: &[u8], timeout: Duration) -> Result<()> {
+        self.db
+            .locks
+            .check_insert(self.id, cf.id(), key, timeout, &self.cancel)
+    }
+
+    /// A handle that takes range locks for this transaction (for cursors,
+    /// which do not borrow the transaction). The locks last until the
+    /// transaction ends.
+    pub fn gap_locker(&self) -> GapLocker {
+        GapLocker {
+            db: self.db.clone(),
+            id: self.id,
+            cancel: self.cancel.clone(),
         }
     }
 
@@ -777,6 +840,39 @@ impl Drop for Txn {
             }
         }
         self.release_locks();
+    }
+}
+
+/// Takes range (gap) locks on behalf of a transaction; see lock.rs.
+pub struct GapLocker {
+    db: Arc<DbInner>,
+    id: u64,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl GapLocker {
+    /// Locks the keys `lo <= k <= hi` of `cf` (`hi = None`: no upper end)
+    /// against inserts by other transactions until the transaction ends.
+    /// Range locks do not conflict with each other; a request waits while
+    /// another transaction has an uncommitted write inside the range.
+    /// Errors as [`Txn::lock`]. Must not be used after the transaction ended.
+    pub fn lock_range(
+        &self,
+        cf: &Cf,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<()> {
+        self.db.check_open()?;
+        self.db
+            .locks
+            .lock_range(self.id, cf.id(), lo, hi, timeout, &self.cancel)
+    }
+
+    /// Sequence of the latest visible commit (compare with
+    /// [`TxnIter::read_seq`]: equal means a position read is still current).
+    pub fn latest_seq(&self) -> u64 {
+        self.db.visible_seq.load(Ordering::Acquire)
     }
 }
 

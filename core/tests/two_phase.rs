@@ -225,3 +225,64 @@ fn prepared_survives_flushes_compactions_and_reopens() {
     }
     unreachable!("round 1 returns");
 }
+
+/// A write set spilled to disk (larger than the spill threshold) prepares:
+/// the prepare record carries all of it (runs and memory, rolled-back
+/// writes excluded), it survives a crash between prepare and commit, and
+/// commits (live, or by xid after the crash) with every key.
+#[test]
+fn spilled_write_set_prepares_and_survives_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    db.set_spill_threshold(64 << 10);
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let fill = |t: &mut Txn, tag: &[u8]| {
+        for i in 0..3000 {
+            t.put(&cf, format!("k{i:05}").as_bytes(), tag).unwrap();
+        }
+    };
+    // Live: prepare, then commit.
+    let mut t = db.begin(Isolation::RepeatableRead);
+    fill(&mut t, b"live");
+    assert!(t.write_set_bytes_peak() >= 64 << 10);
+    t.prepare(b"big-live").unwrap();
+    assert_eq!(get(&db, &cf, b"k00000"), None, "invisible while prepared");
+    t.commit().unwrap();
+    assert_eq!(get(&db, &cf, b"k02999").unwrap(), b"live");
+    // Crash between prepare and commit.
+    let mut t = db.begin(Isolation::RepeatableRead);
+    fill(&mut t, b"crash");
+    let sp = t.savepoint();
+    t.put(&cf, b"rolled-back", b"x").unwrap();
+    t.rollback_to(sp).unwrap();
+    t.delete(&cf, b"k00001").unwrap();
+    t.prepare(b"big-crash").unwrap();
+    let c = common::crash_copy(d.path());
+    std::mem::forget(t);
+    std::mem::forget(db);
+    let db = Db::open(c.path(), opts()).unwrap();
+    let cf = cf_of(&db);
+    let p = db.recover_prepared();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].xid(), b"big-crash");
+    assert_eq!(p[0].write_count(), 3000);
+    assert_eq!(get(&db, &cf, b"k00002").unwrap(), b"live");
+    db.commit_prepared(b"big-crash").unwrap();
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(c.path(), opts()).unwrap();
+    let cf = cf_of(&db);
+    assert!(db.recover_prepared().is_empty());
+    let mut t = db.begin(Isolation::RepeatableRead);
+    let mut it = t.iter(&cf, IterOptions::default()).unwrap();
+    it.seek_to_first();
+    let mut n = 0;
+    while it.valid() {
+        assert_eq!(it.value(), b"crash", "{:?}", it.key());
+        n += 1;
+        it.next();
+    }
+    assert_eq!(n, 2999);
+    assert_eq!(get(&db, &cf, b"k00001"), None);
+    assert_eq!(get(&db, &cf, b"rolled-back"), None);
+}

@@ -38,12 +38,13 @@ enum tdb_status {
   TDB_NO_SUCH_TABLE = 7,  /* the table is not in the engine's catalog */
   TDB_TABLE_EXISTS = 8,
   TDB_CORRUPTION = 9,     /* a checksum or format error in a data file */
-  TDB_IO_ERROR = 10,      /* the OS refused a read, write or sync (e.g. disk full) */
+  TDB_IO_ERROR = 10,      /* the OS refused a read, write or sync */
   TDB_READ_ONLY = 11,     /* the engine refuses writes after a failed sync */
   TDB_INVALID = 12,       /* bad argument (a bug in the caller) */
   TDB_NOT_OPEN = 13,      /* the engine is not open (plugin init failed) */
   TDB_INTERNAL = 14,      /* a bug in the engine (a caught panic) */
-  TDB_ABORTED = 15        /* the wait was cancelled (KILL QUERY) */
+  TDB_ABORTED = 15,       /* the wait was cancelled (KILL QUERY) */
+  TDB_DISK_FULL = 16      /* the OS refused a write: no space left (ENOSPC, EDQUOT) */
 };
 
 /* The message for the last non-OK status returned on the calling thread. */

@@ -1,9 +1,14 @@
 //! Index cursors. The handler's read modes (KEY_EXACT, AFTER_KEY, KEY_OR_PREV, ...)
 //! compare only the key parts the server supplied, a prefix of the encoded key; the
 //! seek modes here are those prefix comparisons over the engine's byte-ordered keys.
+//!
+//! Locking cursors in REPEATABLE READ and SERIALIZABLE lock the key ranges they pass
+//! (next-key locking, see [`Gap`]), so no other transaction can insert into a range
+//! a locking read has scanned until this transaction ends.
 use std::ffi::c_int;
+use std::time::Duration;
 
-use tidesdb_core::{IterOptions, TxnIter};
+use tidesdb_core::{Cf, GapLocker, IterOptions, TxnIter};
 
 use crate::raw;
 use crate::status::{guard, FfiError, FfiResult, Status};
@@ -13,6 +18,135 @@ use crate::trx::Trx;
 /// `tdb_cursor` of the header.
 pub struct Cursor {
     iter: TxnIter,
+    gap: Option<Gap>,
+}
+
+/// Next-key locking of a locking cursor (as InnoDB in REPEATABLE READ): each move
+/// locks the range from where it started to the key it lands on, both included
+/// (to the end of the index if it lands nowhere). A seek also covers the gap
+/// before its target (from the previous key on), except when it finds the exact
+/// primary key it looked for. A range scan thus locks the gaps between its rows
+/// and the gap up to and including the first key past its end, which the server
+/// reads to see that the range is over.
+struct Gap {
+    locker: GapLocker,
+    cf: Cf,
+    timeout: Duration,
+    primary: bool,
+}
+
+/// A cursor move, in a form that can be repeated with a fresh read.
+enum Move {
+    Seek(SeekMode, Vec<u8>),
+    /// First key > the given one.
+    Next(Vec<u8>),
+    /// Last key < the given one.
+    Prev(Vec<u8>),
+}
+
+impl Move {
+    fn forward(&self) -> bool {
+        match self {
+            Move::Seek(m, _) => matches!(m, SeekMode::First | SeekMode::Ge | SeekMode::GtPrefix),
+            Move::Next(_) => true,
+            Move::Prev(_) => false,
+        }
+    }
+
+    fn run(&self, iter: &mut TxnIter) {
+        match self {
+            Move::Seek(mode, key) => seek(iter, *mode, key),
+            Move::Next(from) => {
+                iter.seek(from);
+                if iter.valid() && iter.key() == from.as_slice() {
+                    iter.next();
+                }
+            }
+            Move::Prev(from) => seek(iter, SeekMode::Lt, from),
+        }
+    }
+}
+
+/// The current key, if positioned.
+fn here(iter: &TxnIter) -> Option<Vec<u8>> {
+    iter.valid().then(|| iter.key().to_vec())
+}
+
+impl Cursor {
+    /// Moves; a locking cursor then locks the range the move passed (see [`Gap`]).
+    fn step(&mut self, mv: Move) -> FfiResult<()> {
+        let Some(gap) = &self.gap else {
+            mv.run(&mut self.iter);
+            return Ok(());
+        };
+        let iter = &mut self.iter;
+        // Lower end of a forward seek: the key before the target (for "> t": the
+        // last key <= t).
+        let before = match &mv {
+            Move::Seek(mode @ (SeekMode::Ge | SeekMode::GtPrefix), t) => {
+                let back = if *mode == SeekMode::Ge {
+                    SeekMode::Lt
+                } else {
+                    SeekMode::LePrefix
+                };
+                seek(iter, back, t);
+                iter.status()?;
+                Some(here(iter).unwrap_or_default())
+            }
+            _ => None,
+        };
+        match &mv {
+            // Cheap steps first; a repeated move re-seeks.
+            Move::Next(_) => iter.next(),
+            Move::Prev(_) => iter.prev(),
+            Move::Seek(..) => mv.run(iter),
+        }
+        loop {
+            iter.status()?;
+            let at = here(iter);
+            let (lo, hi): (Vec<u8>, Option<Vec<u8>>) = if mv.forward() {
+                let lo = match (&mv, before.as_ref()) {
+                    (Move::Seek(SeekMode::Ge, t), _)
+                        if gap.primary && at.as_deref() == Some(t.as_slice()) =>
+                    {
+                        t.clone()
+                    }
+                    (_, Some(b)) => b.clone(),
+                    (Move::Seek(_, t), None) | (Move::Next(t), None) | (Move::Prev(t), None) => {
+                        t.clone()
+                    }
+                };
+                (lo, at.clone())
+            } else {
+                let hi = match &mv {
+                    Move::Seek(SeekMode::Last, _) => None,
+                    Move::Seek(SeekMode::LePrefix, t) => prefix_successor(t),
+                    Move::Seek(_, t) | Move::Prev(t) | Move::Next(t) => Some(t.clone()),
+                };
+                (at.clone().unwrap_or_default(), hi)
+            };
+            gap.locker
+                .lock_range(&gap.cf, &lo, hi.as_deref(), gap.timeout)?;
+            if iter.read_seq() == gap.locker.latest_seq() {
+                return Ok(());
+            }
+            // Commits since the read: read again. Nobody can insert into the
+            // locked range any more, so the new position is inside it unless the
+            // key it ended at was deleted; then lock on to the new position.
+            mv.run(iter);
+            iter.status()?;
+            let inside = if mv.forward() {
+                hi.is_none() || (iter.valid() && hi.as_deref().is_some_and(|h| iter.key() <= h))
+            } else if iter.valid() {
+                iter.key() >= lo.as_slice()
+            } else {
+                lo.is_empty()
+            };
+            if inside {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// `enum tdb_seek_mode` of the header.
@@ -110,13 +244,21 @@ unsafe fn open_cursor(
         // SAFETY: as above.
         let table = unsafe { raw::handle(table) }?;
         let cf = table.shared.cf(index)?;
+        let gap_locking = latest && trx.gap_locking();
+        let timeout = trx.lock_wait_timeout;
         let txn = trx.txn()?;
         let iter = if latest {
             txn.iter_latest(&cf, IterOptions::default())?
         } else {
             txn.iter(&cf, IterOptions::default())?
         };
-        let cursor = Box::new(Cursor { iter });
+        let gap = gap_locking.then(|| Gap {
+            locker: txn.gap_locker(),
+            cf: cf.clone(),
+            timeout,
+            primary: index == 0,
+        });
+        let cursor = Box::new(Cursor { iter, gap });
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, Box::into_raw(cursor)) }
     })
@@ -175,7 +317,7 @@ pub unsafe extern "C" fn tdb_cursor_seek(
         let cursor = unsafe { raw::handle(cursor) }?;
         // SAFETY: as above.
         let key = unsafe { raw::bytes(key, key_len) }?;
-        seek(&mut cursor.iter, SeekMode::from_raw(mode)?, key);
+        cursor.step(Move::Seek(SeekMode::from_raw(mode)?, key.to_vec()))?;
         position_status(&cursor.iter)
     })
 }
@@ -187,8 +329,12 @@ pub unsafe extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;
-        if cursor.iter.valid() {
-            cursor.iter.next();
+        if let Some(from) = here(&cursor.iter) {
+            if cursor.gap.is_some() {
+                cursor.step(Move::Next(from))?;
+            } else {
+                cursor.iter.next();
+            }
         }
         position_status(&cursor.iter)
     })
@@ -201,8 +347,12 @@ pub unsafe extern "C" fn tdb_cursor_prev(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;
-        if cursor.iter.valid() {
-            cursor.iter.prev();
+        if let Some(from) = here(&cursor.iter) {
+            if cursor.gap.is_some() {
+                cursor.step(Move::Prev(from))?;
+            } else {
+                cursor.iter.prev();
+            }
         }
         position_status(&cursor.iter)
     })

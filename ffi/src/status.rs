@@ -26,6 +26,7 @@ pub enum Status {
     NotOpen = 13,
     Internal = 14,
     Aborted = 15,
+    DiskFull = 16,
 }
 
 /// An error on its way to the C side: a status and a message for `tdb_last_error`.
@@ -57,6 +58,7 @@ pub type FfiResult<T> = Result<T, FfiError>;
 impl From<CoreError> for FfiError {
     fn from(e: CoreError) -> Self {
         let status = match &e {
+            CoreError::Io { source, .. } if is_disk_full(source) => Status::DiskFull,
             CoreError::Io { .. } => Status::IoError,
             e if e.is_corruption() => Status::Corruption,
             CoreError::ColumnFamilyNotFound(_) => Status::NoSuchTable,
@@ -73,6 +75,11 @@ impl From<CoreError> for FfiError {
         };
         FfiError::new(status, e.to_string())
     }
+}
+
+/// ENOSPC (no space left on device) or EDQUOT (quota exceeded).
+fn is_disk_full(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
 }
 
 thread_local! {
@@ -147,5 +154,13 @@ mod tests {
         let code = guard(|| Err(CoreError::Conflict.into()));
         assert_eq!(code, Status::Conflict as c_int);
         assert_eq!(guard(|| Ok(())), 0);
+        let io = |e: std::io::Error| CoreError::Io {
+            context: "write".into(),
+            source: e,
+        };
+        let full = guard(|| Err(io(std::io::Error::from_raw_os_error(28)).into()));
+        assert_eq!(full, Status::DiskFull as c_int);
+        let other = guard(|| Err(io(std::io::Error::from_raw_os_error(5)).into()));
+        assert_eq!(other, Status::IoError as c_int);
     }
 }

@@ -146,6 +146,9 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
                         }
                         _ => txn.put(&cf, key, value)?,
                     }
+                    // Next-key locking: wait while another transaction has locked
+                    // a range holding this key (one atomic load if none exists).
+                    txn.check_insert(&cf, key, timeout)?;
                 }
                 OP_DELETE => txn.delete(&cf, key)?,
                 OP_FT_PUT | OP_FT_DELETE => {
@@ -646,7 +649,17 @@ pub unsafe extern "C" fn tdb_lock_row(
             LockMode::Exclusive
         };
         let timeout = trx.lock_wait_timeout;
+        let gap_locking = trx.gap_locking();
         let txn = trx.txn()?;
+        if gap_locking && txn.get_latest(&cf, key)?.is_none() {
+            // No such row: lock the gap it would go into instead (as InnoDB in
+            // REPEATABLE READ), so it cannot appear until this transaction ends.
+            lock_gap_around(txn, &cf, key, timeout)?;
+            if txn.get_latest(&cf, key)?.is_none() {
+                return Err(FfiError::quiet(Status::NotFound));
+            }
+            // Committed before the gap was locked: lock and read it below.
+        }
         txn.lock(&cf, key, mode, timeout)?;
         match txn.get_latest(&cf, key)? {
             // SAFETY: writable by contract.
@@ -654,6 +667,30 @@ pub unsafe extern "C" fn tdb_lock_row(
             None => Err(FfiError::quiet(Status::NotFound)),
         }
     })
+}
+
+/// Locks the range from the key before `key` to the key after it (latest committed
+/// state), both included: the gap a missing `key` would be inserted into.
+fn lock_gap_around(
+    txn: &mut Txn,
+    cf: &Cf,
+    key: &[u8],
+    timeout: std::time::Duration,
+) -> FfiResult<()> {
+    let mut it = txn.iter_latest(cf, IterOptions::default())?;
+    crate::cursor::seek(&mut it, crate::cursor::SeekMode::Lt, key);
+    it.status()?;
+    let lo = if it.valid() {
+        it.key().to_vec()
+    } else {
+        Vec::new()
+    };
+    it.seek(key);
+    it.status()?;
+    let hi = it.valid().then(|| it.key().to_vec());
+    txn.gap_locker()
+        .lock_range(cf, &lo, hi.as_deref(), timeout)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -69,6 +69,12 @@ impl Trx {
         Ok(())
     }
 
+    /// Locking reads lock gaps too (next-key locking): REPEATABLE READ and
+    /// SERIALIZABLE, as InnoDB.
+    pub fn gap_locking(&self) -> bool {
+        self.txn.is_some() && self.isolation != Isolation::ReadCommitted
+    }
+
     /// The active engine transaction.
     pub fn txn(&mut self) -> FfiResult<&mut Txn> {
         self.txn
