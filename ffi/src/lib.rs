@@ -9,6 +9,7 @@
 //!   failing statement undoes only itself;
 //! - [`table`]: per-handler table handles, atomic multi-index row changes, point reads;
 //! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
+//! - [`spatial`]: SPATIAL indexes: Hilbert keys of MBR centres and window searches;
 //! - [`status`]: status codes, the thread's last error message, and the guard that keeps
 //!   every panic on this side of the boundary.
 //!
@@ -17,6 +18,7 @@
 pub mod catalog;
 pub mod cursor;
 pub mod engine;
+pub mod spatial;
 pub mod status;
 pub mod table;
 pub mod trx;
