@@ -52,7 +52,7 @@ pub const MBR_LEN: usize = 32;
 /// Levels of the curve: a 2^32 x 2^32 grid.
 const ORDER: u32 = 32;
 /// Entries stepped over one by one before a jump becomes a seek.
-const STEPS_BEFORE_SEEK: u32 = 4;
+const STEPS_BEFORE_SEEK: u32 = 32;
 
 /// A minimum bounding rectangle (inclusive).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -555,7 +555,7 @@ pub fn encode_extents(extents: &HashMap<u32, (f64, f64)>) -> Vec<u8> {
 }
 
 pub fn decode_extents(bytes: &[u8]) -> FfiResult<HashMap<u32, (f64, f64)>> {
-    if bytes.len() % 20 != 0 {
+    if !bytes.len().is_multiple_of(20) {
         return Err(FfiError::new(
             Status::Corruption,
             format!("spatial extents of {} bytes", bytes.len()),
