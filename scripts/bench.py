@@ -1014,9 +1014,9 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
             for size, _ in GIS_WINDOWS:
                 for fn in GIS_FUNCS:
                     k = "%s/%s" % (fn, size)
-                    for m, u in (("qps", "q/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms")):
+                    for met, u in (("qps", "q/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms")):
                         metrics.append(("%s %s %s" % (fn, size, u),
-                                        {l: x.get("queries", {}).get(k, {}).get(m) for l, x in sp.items()}))
+                                        {l: x.get("queries", {}).get(k, {}).get(met) for l, x in sp.items()}))
                     metrics.append(("%s %s rows per query" % (fn, size),
                                     {l: x.get("queries", {}).get(k, {}).get("avg_rows") for l, x in sp.items()}))
             A(engine_table(metrics, "SPATIAL figure"))
