@@ -805,6 +805,24 @@ mod tests {
                 got.push(u32::from_be_bytes(k[8..12].try_into().expect("id")));
                 scan.next(&mut it).expect("next");
             }
+            // A search resumed after any entry it returned goes on with the rest.
+            if got.len() > 1 {
+                let cut = (rnd() % got.len() as u64) as usize;
+                let mut it = txn.iter(&cf, IterOptions::default()).expect("iter");
+                scan.start(&mut it, None).expect("start");
+                for _ in 0..cut {
+                    scan.next(&mut it).expect("next");
+                }
+                let after = it.key().to_vec();
+                let mut it = txn.iter(&cf, IterOptions::default()).expect("iter");
+                scan.start(&mut it, Some(&after)).expect("resume");
+                let mut rest = Vec::new();
+                while it.valid() {
+                    rest.push(u32::from_be_bytes(it.key()[8..12].try_into().expect("id")));
+                    scan.next(&mut it).expect("next");
+                }
+                assert_eq!(rest, got[cut + 1..].to_vec(), "round {round}: resumed");
+            }
             got.sort_unstable();
             assert_eq!(got, expect, "round {round}: {mode:?} {q:?}");
             let est = SpatialScan::new(mode, q, extent)
