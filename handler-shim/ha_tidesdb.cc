@@ -31,6 +31,7 @@
 #include "row_codec.h"
 #include "status.h"
 #include "table_options.h"
+#include "spatial.h"
 
 using namespace tidesdb;
 
@@ -84,7 +85,9 @@ ulonglong ha_tidesdb::table_flags() const {
          HA_PRIMARY_KEY_REQUIRED_FOR_POSITION | HA_TABLE_SCAN_ON_INDEX |
          HA_REQUIRES_KEY_COLUMNS_FOR_DELETE | HA_ONLINE_ANALYZE | HA_CAN_SQL_HANDLER |
          /* FULLTEXT (fulltext.cc); _EXT: MATCH needs a FULLTEXT index, as in InnoDB */
-         HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT;
+         HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT |
+         /* SPATIAL keys (spatial.cc) on GEOMETRY columns */
+         HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS;
 }
 
 bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {
@@ -102,6 +105,8 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
     return flags | HA_CLUSTERED_INDEX | HA_KEYREAD_ONLY;
   }
   const KEY *key = &table_share->key_info[idx];
+  /* A window search: forward only, in no useful order, never index-only. */
+  if (is_spatial(key)) return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;
   if (part >= key->user_defined_key_parts) return flags;
   bool covered = true;
   for (uint p = all_parts ? 0 : part; p <= part && covered; p++)
@@ -322,6 +327,11 @@ void ha_tidesdb::encode_entry(TABLE *table, uint keynr, const std::vector<Field 
                               const uchar *rec, const std::string &pk, Index_entry *out) {
   out->key.clear();
   KEY *key = &table->key_info[keynr];
+  if (is_spatial(key)) {
+    out->unique = false;
+    encode_spatial_entry(key, rec, pk, &out->key, &out->value);
+    return;
+  }
   bool any_null =
       encode_key_from_record(table, key, key->user_defined_key_parts, rec, &out->key);
   /* NULL never equals NULL, so a key with a NULL part never clashes. */
@@ -454,6 +464,9 @@ int ha_tidesdb::write_row(const uchar *buf) {
     if (is_pk(k) || ft_ops(k, nullptr, pk, buf, pk, &ops, &op_keys)) continue;
     Index_entry &e = m_entries[k];
     encode_secondary(k, buf, pk, &e);
+    if (is_spatial(&table->key_info[k])) {
+      if (int err = spatial_note(k, e.value)) return err;
+    }
     ops.push_back(put_op(engine_index(k), e.key, e.value, e.unique ? e.key.size() : 0));
     /* A new row's non-unique entry (key columns + primary key) is a key no other
        transaction can write without holding this row's lock: locking it too would
@@ -509,6 +522,9 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
     encode_secondary(k, old_data, old_pk, &old_e);
     encode_secondary(k, new_data, new_pk, &new_e);
     if (old_e == new_e) continue;
+    if (is_spatial(&table->key_info[k])) {
+      if (int err = spatial_note(k, new_e.value)) return err;
+    }
     if (old_e.key == new_e.key && old_e.unique == new_e.unique) {
       /* Only the covered columns changed (e.g. 'a' -> 'A' under a _ci collation):
          overwrite the entry. */
@@ -966,6 +982,7 @@ int ha_tidesdb::rnd_pos(uchar *buf, uchar *pos) {
 int ha_tidesdb::index_init(uint idx, bool) {
   active_index = idx;
   m_cursor_key = idx;
+  m_spatial_mode = UINT32_MAX;
   return open_cursor(engine_index(idx));
 }
 
@@ -997,6 +1014,8 @@ static uint32_t seek_mode(enum ha_rkey_function flag) {
 int ha_tidesdb::index_read_map(uchar *buf, const uchar *key, key_part_map keypart_map,
                                enum ha_rkey_function find_flag) {
   KEY *key_info = &table->key_info[active_index];
+  if (is_spatial(key_info)) return spatial_read(buf, key, find_flag);
+  m_spatial_mode = UINT32_MAX;
   m_search_key.clear();
   uint n_parts = encode_key_from_image(table, key_info, key, keypart_map, m_scratch_rec,
                                        &m_search_key);
@@ -1030,6 +1049,7 @@ int ha_tidesdb::index_step(uchar *buf, bool forward) {
     /* After a point read (or a HANDLER statement that closed the cursor): continue
        from the last entry read, the primary key on the rows index, the whole entry
        key on a secondary one. */
+    if (m_spatial_mode != UINT32_MAX && forward) return spatial_resume(buf);
     if (!m_cursor) {
       if (int err = open_cursor(engine_index(active_index))) return err;
     }
@@ -1046,11 +1066,19 @@ int ha_tidesdb::index_next(uchar *buf) { return index_step(buf, true); }
 
 int ha_tidesdb::index_prev(uchar *buf) { return index_step(buf, false); }
 
+int ha_tidesdb::index_next_same(uchar *buf, const uchar *key, uint keylen) {
+  /* A window search goes on in the engine: the key bytes of its entries are not
+     the server's key image, so the default comparison cannot end it. */
+  if (m_spatial_mode != UINT32_MAX) return index_step(buf, true);
+  return handler::index_next_same(buf, key, keylen);
+}
+
 int ha_tidesdb::index_edge(uchar *buf, bool first) {
   if (!m_cursor) {
     if (int err = open_cursor(engine_index(active_index))) return err;
   }
   m_cursor_key = active_index;
+  m_spatial_mode = UINT32_MAX;
   int st = tdb_cursor_seek(m_cursor, first ? TDB_SEEK_FIRST : TDB_SEEK_LAST, nullptr, 0);
   return cursor_read(buf, st, first, nullptr, HA_ERR_END_OF_FILE);
 }
@@ -1202,6 +1230,7 @@ static bool prefix_successor(std::string *key) {
 ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
                                      const key_range *max_key, page_range *) {
   KEY *key_info = &table->key_info[inx];
+  if (is_spatial(key_info)) return spatial_records_in_range(inx, min_key);
   std::string lo, hi;
   /* Engine keys extend the encoded prefix (more parts, the primary key), so an
      inclusive bound on a prefix reaches up to the prefix's successor. */
@@ -1274,6 +1303,8 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
   for (uint k = 0; k < table->s->keys && st == TDB_OK; k++) {
     KEY *key = &table->key_info[k];
     if (is_fulltext(key)) continue; /* no rec_per_key for FULLTEXT keys */
+    /* A SPATIAL key has no prefixes to count (the optimizer does not use them). */
+    if (is_spatial(key)) continue;
     uint parts = key->user_defined_key_parts;
     std::vector<ha_rows> distinct(parts, 0);
     std::vector<std::string> prev(parts);

@@ -69,7 +69,11 @@ public:
   /* ---- capabilities ---- */
   /* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
      InnoDB and MyRocks, so tools that look for ordered indexes find them. */
-  const char *index_type(uint) override { return "BTREE"; }
+  const char *index_type(uint idx) override {
+    return table_share && idx < table_share->keys && (table_share->key_info[idx].flags & HA_SPATIAL)
+               ? "SPATIAL"
+               : "BTREE";
+  }
   ulonglong table_flags() const override;
   ulong index_flags(uint idx, uint part, bool all_parts) const override;
   uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
@@ -129,6 +133,7 @@ public:
   int index_read_last_map(uchar *buf, const uchar *key, key_part_map keypart_map) override;
   int index_next(uchar *buf) override;
   int index_prev(uchar *buf) override;
+  int index_next_same(uchar *buf, const uchar *key, uint keylen) override;
   int index_first(uchar *buf) override;
   int index_last(uchar *buf) override;
 
@@ -200,6 +205,12 @@ private:
   bool unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len);
   int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
 
+  /* SPATIAL keys (spatial.cc). */
+  int spatial_read(uchar *buf, const uchar *key, enum ha_rkey_function find_flag);
+  int spatial_resume(uchar *buf);
+  ha_rows spatial_records_in_range(uint inx, const key_range *min_key);
+  int spatial_note(uint keynr, const std::string &entry_value);
+
   int open_cursor(uint engine_idx);
   void close_cursor();
   /* Finishes a cursor move whose status is st: reads the row of the entry it landed
@@ -262,6 +273,10 @@ private:
   std::vector<uint> m_key_to_engine;
   uchar *m_scratch_rec = nullptr;
 
+  /* The window search the index cursor is in (tdb_mbr_mode, UINT32_MAX: none)
+     and its query MBR. */
+  uint32_t m_spatial_mode = UINT32_MAX;
+  double m_spatial_query[4] = {0, 0, 0, 0};
   std::string m_search_key;
   std::string m_last_pk;  /* primary key (or hidden row id) of the last row read */
   std::string m_row_buf;

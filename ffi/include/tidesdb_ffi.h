@@ -370,6 +370,38 @@ uint64_t tdb_ft_result_count(const tdb_ft_result *res);
 /* Relevance of the row with this primary key; 0 if it does not match. */
 float tdb_ft_result_relevance(const tdb_ft_result *res, const uint8_t *pk, size_t len);
 void tdb_ft_result_free(tdb_ft_result *res);
+/* ---- SPATIAL indexes -------------------------------------------------------------
+ * A SPATIAL index is a secondary index (its own column family) whose entry key is
+ * the 8-byte Hilbert prefix of tdb_spatial_key followed by the primary key, and
+ * whose value ends with the entry's MBR (4 doubles, little-endian: xmin, xmax,
+ * ymin, ymax, the server's itMBR key image). Format: ffi/src/spatial.rs. */
+
+/* The search modes of the server's HA_READ_MBR_* flags (S: stored MBR, Q: query). */
+enum tdb_mbr_mode {
+  TDB_MBR_INTERSECT = 0, /* S meets Q */
+  TDB_MBR_CONTAIN = 1,   /* Q contains S */
+  TDB_MBR_WITHIN = 2,    /* S contains Q */
+  TDB_MBR_EQUAL = 3,     /* S equals Q */
+  TDB_MBR_DISJOINT = 4   /* every entry (the server filters) */
+};
+
+/* The 8-byte key prefix (Hilbert value of the centre) of an entry with this MBR. */
+int tdb_spatial_key(const double mbr[4], uint8_t out[8]);
+/* Must be called before tdb_apply writes an entry with this MBR into spatial
+   index `index`: the index's largest half-extent (which widens searches) grows to
+   cover it, persisted in the catalog. */
+int tdb_spatial_note(tdb_table *table, uint32_t index, const double mbr[4]);
+/* Positions a cursor opened on a spatial index on the first entry (after the key
+   `after`, if not NULL) whose stored MBR matches q under mode (enum
+   tdb_mbr_mode); tdb_cursor_next then moves to the next match, in key order.
+   TDB_END when there is none. Another seek ends the search; tdb_cursor_prev is
+   refused during one. */
+int tdb_cursor_spatial_seek(tdb_cursor *cursor, uint32_t mode, const double q[4],
+                            const uint8_t *after, size_t after_len);
+/* How many entries of spatial index `index` match (q, mode) in the transaction's
+   view: counted up to cap, extrapolated beyond. UINT64_MAX on error. */
+uint64_t tdb_spatial_estimate(tdb_trx *trx, tdb_table *table, uint32_t index, uint32_t mode,
+                              const double q[4], uint64_t cap);
 
 #ifdef __cplusplus
 }

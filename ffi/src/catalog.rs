@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
 //! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a commit that does not wait for fsync: it is durable no later than the commit that used the value, which follows it in the WAL) |
+//! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
 //!
@@ -40,6 +41,13 @@ const TABLE_PREFIX: &[u8] = b"table/";
 const AUTOINC_PREFIX: &[u8] = b"autoinc/";
 
 const STATS_PREFIX: &[u8] = b"stats/";
+const EXTENT_PREFIX: &[u8] = b"extent/";
+
+fn extent_key(table_id: u64) -> Vec<u8> {
+    let mut k = EXTENT_PREFIX.to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
 
 fn stats_key(table_id: u64) -> Vec<u8> {
     let mut k = STATS_PREFIX.to_vec();
@@ -172,6 +180,9 @@ pub struct TableShared {
     /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it). The
     /// counter is persisted in the catalog each time it moves.
     autoinc: Mutex<u64>,
+    /// Largest half-extents per SPATIAL index (engine index -> (x, y)); None until
+    /// loaded from the catalog.
+    extents: Mutex<Option<HashMap<u32, (f64, f64)>>>,
     db: Db,
     catalog_cf: Cf,
 }
@@ -209,6 +220,7 @@ impl TableShared {
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
             autoinc: Mutex::new(0),
+            extents: Mutex::new(None),
             db,
             catalog_cf,
         }))
@@ -288,6 +300,73 @@ impl TableShared {
         let v = txn.get(&self.catalog_cf, &stats_key(table_id))?;
         txn.rollback();
         Ok(v)
+    }
+
+    fn with_extents<T>(
+        &self,
+        f: impl FnOnce(&mut HashMap<u32, (f64, f64)>, u64) -> FfiResult<T>,
+    ) -> FfiResult<T> {
+        let mut guard = self.extents.lock();
+        let table_id = self.state.read().meta.table_id;
+        if guard.is_none() {
+            let mut txn = self.db.begin(Isolation::ReadCommitted);
+            let v = txn.get(&self.catalog_cf, &extent_key(table_id))?;
+            txn.rollback();
+            *guard = Some(match v {
+                Some(bytes) => crate::spatial::decode_extents(&bytes)?,
+                None => HashMap::new(),
+            });
+        }
+        match guard.as_mut() {
+            Some(map) => f(map, table_id),
+            None => Err(FfiError::new(
+                Status::Internal,
+                "spatial extents not loaded",
+            )),
+        }
+    }
+
+    /// The number of engine index `index` (1-based position): extents are kept
+    /// by number, which an in-place DROP INDEX of another index does not change.
+    fn index_no(&self, index: u32) -> FfiResult<u32> {
+        let st = self.state.read();
+        index
+            .checked_sub(1)
+            .and_then(|i| st.meta.index_nos.get(i as usize))
+            .copied()
+            .ok_or_else(|| FfiError::new(Status::Invalid, format!("no index {index}")))
+    }
+
+    /// The largest half-extents of the entries of SPATIAL index `index`.
+    pub fn spatial_extent(&self, index: u32) -> FfiResult<(f64, f64)> {
+        let no = self.index_no(index)?;
+        self.with_extents(|m, _| Ok(m.get(&no).copied().unwrap_or((0.0, 0.0))))
+    }
+
+    /// Records that an entry of half-extents `e` goes into SPATIAL index `index`:
+    /// a larger extent is persisted (a commit that does not wait for fsync, so it
+    /// is durable no later than the row's commit, which follows it in the WAL).
+    pub fn note_spatial_extent(&self, index: u32, e: (f64, f64)) -> FfiResult<()> {
+        let db = self.db.clone();
+        let cf = self.catalog_cf.clone();
+        let index = self.index_no(index)?;
+        self.with_extents(|m, table_id| {
+            let cur = m.get(&index).copied().unwrap_or((0.0, 0.0));
+            if e.0 <= cur.0 && e.1 <= cur.1 {
+                return Ok(());
+            }
+            let mut next = m.clone();
+            next.insert(index, (cur.0.max(e.0), cur.1.max(e.1)));
+            let mut txn = db.begin(Isolation::ReadCommitted);
+            txn.put(
+                &cf,
+                &extent_key(table_id),
+                &crate::spatial::encode_extents(&next),
+            )?;
+            txn.commit_with(CommitOptions { sync: false })?;
+            *m = next;
+            Ok(())
+        })
     }
 
     fn persist_autoinc(&self, value: u64) -> FfiResult<()> {
@@ -620,6 +699,7 @@ impl Catalog {
         txn.delete(&self.cf, &table_key(name))?;
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
+        txn.delete(&self.cf, &extent_key(meta.table_id))?;
         txn.commit()?;
         self.forget(name);
         Self::drop_cfs(db, &meta)
@@ -663,10 +743,12 @@ impl Catalog {
             st.blob_cf = blob_cf;
             shared.next_rowid.store(0, Ordering::Release);
             *shared.autoinc.lock() = 0;
+            *shared.extents.lock() = None;
         }
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &autoinc_key(old.table_id))?;
         txn.delete(&self.cf, &stats_key(old.table_id))?;
+        txn.delete(&self.cf, &extent_key(old.table_id))?;
         txn.commit()?;
         Self::drop_cfs(db, &old)
     }

@@ -6,11 +6,14 @@
 //! (next-key locking, see [`Gap`]), so no other transaction can insert into a range
 //! a locking read has scanned until this transaction ends.
 use std::ffi::c_int;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidesdb_core::{Cf, GapLocker, IterOptions, TxnIter};
 
+use crate::catalog::TableShared;
 use crate::raw;
+use crate::spatial::{Mbr, Mode, SpatialScan};
 use crate::status::{guard, FfiError, FfiResult, Status};
 use crate::table::{prefix_successor, Table};
 use crate::trx::Trx;
@@ -19,6 +22,11 @@ use crate::trx::Trx;
 pub struct Cursor {
     iter: TxnIter,
     gap: Option<Gap>,
+    shared: Arc<TableShared>,
+    index: u32,
+    /// The window search `tdb_cursor_next` continues, if the last seek was one
+    /// (it takes no gap locks: a locking spatial read locks the rows it returns).
+    spatial: Option<SpatialScan>,
 }
 
 /// Next-key locking of a locking cursor (as InnoDB in REPEATABLE READ): each move
@@ -258,7 +266,13 @@ unsafe fn open_cursor(
             timeout,
             primary: index == 0,
         });
-        let cursor = Box::new(Cursor { iter, gap });
+        let cursor = Box::new(Cursor {
+            iter,
+            gap,
+            shared: table.shared.clone(),
+            index,
+            spatial: None,
+        });
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, Box::into_raw(cursor)) }
     })
@@ -317,6 +331,7 @@ pub unsafe extern "C" fn tdb_cursor_seek(
         let cursor = unsafe { raw::handle(cursor) }?;
         // SAFETY: as above.
         let key = unsafe { raw::bytes(key, key_len) }?;
+        cursor.spatial = None;
         cursor.step(Move::Seek(SeekMode::from_raw(mode)?, key.to_vec()))?;
         position_status(&cursor.iter)
     })
@@ -329,7 +344,9 @@ pub unsafe extern "C" fn tdb_cursor_next(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;
-        if let Some(from) = here(&cursor.iter) {
+        if let Some(scan) = &cursor.spatial {
+            scan.next(&mut cursor.iter)?;
+        } else if let Some(from) = here(&cursor.iter) {
             if cursor.gap.is_some() {
                 cursor.step(Move::Next(from))?;
             } else {
@@ -347,6 +364,12 @@ pub unsafe extern "C" fn tdb_cursor_prev(cursor: *mut Cursor) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let cursor = unsafe { raw::handle(cursor) }?;
+        if cursor.spatial.is_some() {
+            return Err(FfiError::new(
+                Status::Invalid,
+                "a spatial search only moves forward",
+            ));
+        }
         if let Some(from) = here(&cursor.iter) {
             if cursor.gap.is_some() {
                 cursor.step(Move::Prev(from))?;
@@ -380,6 +403,106 @@ pub unsafe extern "C" fn tdb_cursor_entry(
             raw::write_out(value, v.as_ptr())?;
             raw::write_out(value_len, v.len())
         }
+    })
+}
+
+/// Reads the 4 doubles of an MBR the caller passes.
+///
+/// # Safety
+/// `q` must be NULL or point to 4 doubles.
+unsafe fn mbr_arg(q: *const f64) -> FfiResult<Mbr> {
+    if q.is_null() {
+        return Err(FfiError::new(Status::Invalid, "NULL MBR"));
+    }
+    // SAFETY: 4 readable doubles by contract (unaligned reads are fine).
+    let a = unsafe { [0, 1, 2, 3].map(|i| q.add(i).read_unaligned()) };
+    Ok(Mbr::from_array(a))
+}
+
+/// # Safety
+/// `cursor` must be a live handle, `q` point to 4 doubles, `after` be NULL or
+/// point to `after_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_cursor_spatial_seek(
+    cursor: *mut Cursor,
+    mode: u32,
+    q: *const f64,
+    after: *const u8,
+    after_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let cursor = unsafe { raw::handle(cursor) }?;
+        // SAFETY: 4 doubles by contract.
+        let q = unsafe { mbr_arg(q) }?;
+        let after = if after.is_null() {
+            None
+        } else {
+            // SAFETY: a valid buffer by contract.
+            Some(unsafe { raw::bytes(after, after_len) }?)
+        };
+        let extent = cursor.shared.spatial_extent(cursor.index)?;
+        let scan = SpatialScan::new(Mode::from_raw(mode)?, q, extent);
+        cursor.spatial = None;
+        scan.start(&mut cursor.iter, after)?;
+        cursor.spatial = Some(scan);
+        position_status(&cursor.iter)
+    })
+}
+
+/// # Safety
+/// `trx` and `table` must be live handles and `q` point to 4 doubles.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_spatial_estimate(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    mode: u32,
+    q: *const f64,
+    cap: u64,
+) -> u64 {
+    crate::status::guard_value(u64::MAX, || {
+        // SAFETY: live handles by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: 4 doubles by contract.
+        let q = unsafe { mbr_arg(q) }?;
+        let cf = table.shared.cf(index)?;
+        let extent = table.shared.spatial_extent(index)?;
+        let scan = SpatialScan::new(Mode::from_raw(mode)?, q, extent);
+        let mut iter = trx.txn()?.iter(&cf, IterOptions::default())?;
+        scan.estimate(&mut iter, cap.max(1))
+    })
+}
+
+/// # Safety
+/// `mbr` must point to 4 doubles and `out` to 8 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_spatial_key(mbr: *const f64, out: *mut u8) -> c_int {
+    guard(|| {
+        // SAFETY: 4 doubles by contract.
+        let mbr = unsafe { mbr_arg(mbr) }?;
+        if out.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL output"));
+        }
+        let key = crate::spatial::entry_key(&mbr);
+        // SAFETY: 8 writable bytes by contract.
+        unsafe { std::ptr::copy_nonoverlapping(key.as_ptr(), out, key.len()) };
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `table` must be a live handle and `mbr` point to 4 doubles.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_spatial_note(table: *mut Table, index: u32, mbr: *const f64) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: 4 doubles by contract.
+        let mbr = unsafe { mbr_arg(mbr) }?;
+        table.shared.note_spatial_extent(index, mbr.half_extent())
     })
 }
 

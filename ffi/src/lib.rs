@@ -11,6 +11,7 @@
 //! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
 //! - [`stats`]: the engine's counters and the text of SHOW ENGINE TIDESDB STATUS;
 //! - [`fulltext`]: FULLTEXT indexes: tokenizer, postings, ranking, boolean queries;
+//! - [`spatial`]: SPATIAL indexes: Hilbert keys of MBR centres and window searches;
 //! - [`status`]: status codes, the thread's last error message, and the guard that keeps
 //!   every panic on this side of the boundary.
 //!
@@ -21,6 +22,7 @@ pub mod cursor;
 pub mod engine;
 pub mod fulltext;
 pub mod index_build;
+pub mod spatial;
 pub mod stats;
 pub mod status;
 pub mod table;

@@ -342,3 +342,34 @@ fn temporary_tables_do_not_outlive_a_crash() {
         vec!["__catalog", "t1", "t1.b", "t1.i1", "t3", "t3.b"]
     );
 }
+
+#[test]
+fn spatial_extents_grow_persist_and_reset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        catalog.create(&db, "./d/s", 2, 1).expect("create");
+        let t = catalog.open_table(&db, "./d/s").expect("open table");
+        assert_eq!(t.spatial_extent(1).expect("extent"), (0.0, 0.0));
+        t.note_spatial_extent(1, (2.0, 0.5)).expect("note");
+        t.note_spatial_extent(1, (1.0, 3.0)).expect("note");
+        t.note_spatial_extent(2, (7.0, 7.0)).expect("note");
+        assert_eq!(t.spatial_extent(1).expect("extent"), (2.0, 3.0));
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    let t = catalog.open_table(&db, "./d/s").expect("open table");
+    assert_eq!(t.spatial_extent(1).expect("extent"), (2.0, 3.0));
+    assert_eq!(t.spatial_extent(2).expect("extent"), (7.0, 7.0));
+    // TRUNCATE empties the indexes, so their extents start again from 0.
+    catalog.truncate(&db, "./d/s").expect("truncate");
+    assert_eq!(t.spatial_extent(1).expect("extent"), (0.0, 0.0));
+    t.note_spatial_extent(1, (1.0, 1.0)).expect("note");
+    // A table created again under the name starts without extents.
+    catalog.drop_table(&db, "./d/s").expect("drop");
+    catalog.create(&db, "./d/s", 2, 1).expect("create again");
+    let t = catalog.open_table(&db, "./d/s").expect("open table");
+    assert_eq!(t.spatial_extent(1).expect("extent"), (0.0, 0.0));
+}
