@@ -33,6 +33,9 @@ pub(crate) struct FileHandle {
 pub(crate) struct Levels {
     pub levels: Vec<Vec<Arc<FileHandle>>>,
     pub max_seq: u64,
+    /// Value log files the tables of this version may point into. Holding a
+    /// version keeps them open (and on disk, see `VlogFile`).
+    pub vlogs: crate::vlog::VlogSet,
 }
 
 impl Levels {
@@ -40,6 +43,7 @@ impl Levels {
         Levels {
             levels: vec![Vec::new(); NUM_LEVELS],
             max_seq: 0,
+            vlogs: crate::vlog::VlogSet::new(),
         }
     }
     pub(crate) fn normalize(&mut self) {
@@ -282,7 +286,15 @@ pub(crate) struct DbInner {
     pub prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub spill_threshold: std::sync::atomic::AtomicUsize,
+    /// `use_direct_reads` on and accepted by the filesystem.
+    pub dio: Option<Arc<crate::fsutil::DirectIo>>,
+    /// Garbage ratio (per mille) at which a value log file is collected.
+    pub vlog_gc_permille: AtomicU64,
 }
+
+/// Default garbage ratio at which a value log file's live values are
+/// relocated (`Db::set_vlog_gc_ratio`).
+pub const DEFAULT_VLOG_GC_RATIO: f64 = 0.5;
 
 /// Default write-set spill threshold (accounted in-memory bytes per txn).
 pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
@@ -483,6 +495,47 @@ impl Db {
         self.inner().wal_syncs.load(Ordering::Relaxed)
     }
 
+    /// Garbage ratio (0..=1, default 0.5) at which a value log file's live
+    /// values are relocated and the file reclaimed.
+    pub fn set_vlog_gc_ratio(&self, ratio: f64) {
+        let r = if ratio.is_finite() {
+            ratio.clamp(0.0, 1.0)
+        } else {
+            DEFAULT_VLOG_GC_RATIO
+        };
+        self.inner()
+            .vlog_gc_permille
+            .store((r * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    /// Runs value log garbage collection of `cf` now (the compaction threads
+    /// also do it when no compaction is due): files without pointers are
+    /// removed, tables pointing into files above the GC ratio are rewritten
+    /// with those values relocated. Returns the number of table rewrites.
+    pub fn gc_value_log(&self, cf: &Cf) -> Result<usize> {
+        let inner = self.inner();
+        inner.check_writable()?;
+        inner.check_cf(cf)?;
+        inner.gc_value_log(&cf.inner)
+    }
+
+    /// Whether reads use `O_DIRECT` (`DbOptions::use_direct_reads` and the
+    /// filesystem accepted it; `false` after a fallback to buffered reads).
+    pub fn direct_reads_active(&self) -> bool {
+        self.inner()
+            .dio
+            .as_ref()
+            .is_some_and(|d| d.enabled.load(Ordering::Relaxed))
+    }
+
+    /// Number of reads (table blocks, value log records) served with `O_DIRECT`.
+    pub fn direct_read_count(&self) -> u64 {
+        self.inner()
+            .dio
+            .as_ref()
+            .map_or(0, |d| d.reads.load(Ordering::Relaxed))
+    }
+
     /// Sets the write-set spill threshold of transactions begun from now on
     /// (accounted in-memory bytes of a txn's write set, see
     /// [`crate::Txn::write_set_bytes`]; default 32 MiB). A write set growing
@@ -537,6 +590,18 @@ impl DbInner {
             .unwrap_or(0);
         let next_file = AtomicU64::new(state.next_file.max(max_on_disk + 1).max(1));
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
+        // O_DIRECT: on if asked for and the filesystem accepts it (probed on
+        // the LOCK file); otherwise reads stay buffered.
+        let dio = if opts.use_direct_reads {
+            crate::fsutil::open_direct(&dir.join("LOCK"))?.map(|_| {
+                Arc::new(crate::fsutil::DirectIo {
+                    enabled: AtomicBool::new(true),
+                    reads: AtomicU64::new(0),
+                })
+            })
+        } else {
+            None
+        };
 
         // Open tables.
         let mut cfs = BTreeMap::new();
@@ -544,12 +609,24 @@ impl DbInner {
             let mut levels = Levels::new();
             for (lvl, files) in meta.levels.iter().enumerate() {
                 for fm in files {
-                    let t =
-                        Table::open(sst::table_path(dir, fm.file_no), fm.file_no, cache.clone())?;
+                    let t = Table::open_with(
+                        sst::table_path(dir, fm.file_no),
+                        fm.file_no,
+                        cache.clone(),
+                        dio.as_ref(),
+                    )?;
                     levels.levels[lvl].push(Arc::new(FileHandle {
                         meta: fm.clone(),
                         table: Arc::new(t),
                     }));
+                }
+            }
+            for (no, v) in &state.vlog_files {
+                if v.cf == *id {
+                    levels.vlogs.insert(
+                        *no,
+                        Arc::new(crate::vlog::VlogFile::open(dir, *no, dio.as_ref())?),
+                    );
                 }
             }
             levels.normalize();
@@ -619,12 +696,25 @@ impl DbInner {
                 continue;
             }
             let no = next_file.fetch_add(1, Ordering::SeqCst);
-            let (fm, table) = build_table(dir, no, &cf.opts, &mem, &cache)?;
+            let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
+            let (fm, table, vlog) =
+                build_table(dir, no, &cf.opts, &mem, &cache, dio.as_ref(), &alloc)?;
             if let Some(m) = state.cfs.get_mut(id) {
                 m.levels[0].push(fm.clone());
                 m.flushed_seq = m.flushed_seq.max(mem.max_seq());
             }
             let mut levels = (*cf.current().levels).clone();
+            if let Some((vf, size)) = vlog {
+                state.vlog_files.insert(
+                    vf.no,
+                    manifest::VlogMeta {
+                        cf: *id,
+                        size,
+                        garbage: 0,
+                    },
+                );
+                levels.vlogs.insert(vf.no, vf);
+            }
             levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
             levels.normalize();
             *cf.sv.write() = Arc::new(SuperVersion {
@@ -662,6 +752,8 @@ impl DbInner {
         for n in &names {
             let remove = if let Some(no) = sst::parse_table_name(n) {
                 !live.contains(&no)
+            } else if let Some(no) = crate::vlog::parse_vlog_name(n) {
+                !state.vlog_files.contains_key(&no)
             } else if wal::parse_segment_name(n).is_some()
                 || crate::spill::parse_spill_name(n).is_some()
             {
@@ -719,6 +811,8 @@ impl DbInner {
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
+            dio,
+            vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
         });
         // Recovered prepared transactions: registered, keys locked.
         {
@@ -957,6 +1051,10 @@ impl DbInner {
             let _ = std::fs::remove_file(&f.table.path);
             self.cache.evict_file(f.meta.file_no);
         }
+        // Value log files go when the last reader of the old version does.
+        for v in sv.levels.vlogs.values() {
+            v.mark_obsolete();
+        }
         *cf.sv.write() = Arc::new(SuperVersion {
             mem: Arc::new(Memtable::new()),
             imms: Vec::new(),
@@ -1017,11 +1115,10 @@ impl DbInner {
     /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
     pub(crate) fn get_raw(
         &self,
-        cf: &CfInner,
+        sv: &SuperVersion,
         key: &[u8],
         snap: u64,
     ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
-        let sv = cf.current();
         if let Some((s, v)) = sv.mem.get(key, snap) {
             return Ok(Some((s, v.kind, v.value.to_vec())));
         }
@@ -1042,16 +1139,24 @@ impl DbInner {
     }
 
     pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
-        match self.get_raw(cf, key, snap)? {
+        // One version for the lookup and the pointer: it keeps the value log
+        // file the pointer names alive.
+        let sv = cf.current();
+        match self.get_raw(&sv, key, snap)? {
             None => Ok(None),
             Some((_, Kind::Delete, _)) => Ok(None),
             Some((_, Kind::Put, v)) => Ok(Some(v)),
-            Some((_, Kind::ValuePtr, p)) => self.resolve_value(cf, &p).map(Some),
+            Some((_, Kind::ValuePtr, p)) => {
+                crate::vlog::resolve(&sv.levels.vlogs, &self.dir, &p).map(Some)
+            }
         }
     }
 
-    pub(crate) fn resolve_value(&self, _cf: &CfInner, ptr: &[u8]) -> Result<Vec<u8>> {
-        crate::vlog::read_pointer(&self.dir, ptr)
+    /// A resolver of value pointers through the value log files of `levels`
+    /// (held by the resolver, so they stay readable while it lives).
+    pub(crate) fn resolver(&self, levels: Arc<Levels>) -> Arc<crate::iter::ValueResolver> {
+        let dir = self.dir.clone();
+        Arc::new(move |p: &[u8]| crate::vlog::resolve(&levels.vlogs, &dir, p))
     }
 
     /// Sequence of the newest version of `key` if it is newer than `snap`.
@@ -1138,48 +1243,80 @@ impl DbInner {
         // 3. Write the tables.
         let seq = w.last_seq + 1;
         let mut built: Vec<(u64, FileMeta, Arc<Table>)> = Vec::new();
+        let mut vlogs: Vec<(u64, VlogOutFile)> = Vec::new();
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let r = (|| -> Result<()> {
             for (cf, it) in parts.iter_mut() {
                 let target = (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20);
                 let mut b: Option<TableBuilder> = None;
                 let mut no = 0;
-                it.seek_to_first();
-                while it.valid() {
-                    if b.is_none() {
-                        no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                        b = Some(TableBuilder::create(
-                            sst::table_path(&self.dir, no),
-                            cf.opts.block_size,
-                            cf.opts.compression,
-                            cf.opts.bloom_bits_per_key,
-                        )?);
-                    }
-                    if let Some(tb) = b.as_mut() {
-                        tb.add(it.key(), seq, it.kind(), it.value())?;
-                        if tb.estimated_size() >= target {
-                            if let Some(tb) = b.take() {
-                                let (fm, t) = finish_table(tb, no, &self.cache)?;
-                                built.push((cf.id, fm, t));
+                // Large values go to a value log, as in a flush.
+                let mut vo = crate::vlog::VlogOut::new(
+                    &self.dir,
+                    &alloc,
+                    cf.opts.value_separation_threshold,
+                );
+                let r = (|| -> Result<()> {
+                    it.seek_to_first();
+                    while it.valid() {
+                        if b.is_none() {
+                            no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                            b = Some(TableBuilder::create(
+                                sst::table_path(&self.dir, no),
+                                cf.opts.block_size,
+                                cf.opts.compression,
+                                cf.opts.bloom_bits_per_key,
+                            )?);
+                        }
+                        if let Some(tb) = b.as_mut() {
+                            if it.kind() == Kind::Put && vo.separates(it.value()) {
+                                let p = vo.put(it.key(), it.value())?;
+                                tb.add(it.key(), seq, Kind::ValuePtr, p)?;
+                            } else {
+                                tb.add(it.key(), seq, it.kind(), it.value())?;
+                            }
+                            if tb.estimated_size() >= target {
+                                if let Some(tb) = b.take() {
+                                    let (fm, t) =
+                                        finish_table(tb, no, &self.cache, self.dio.as_ref())?;
+                                    built.push((cf.id, fm, t));
+                                }
                             }
                         }
+                        it.next();
                     }
-                    it.next();
+                    it.status()
+                })();
+                if let Err(e) = r {
+                    vo.abort();
+                    if let Some(tb) = b.take() {
+                        let p = tb.path().to_path_buf();
+                        drop(tb);
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(e);
                 }
-                it.status()?;
+                // The value log is durable before the tables pointing into it.
+                if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref())? {
+                    vlogs.push((cf.id, v));
+                }
                 if let Some(tb) = b.take() {
-                    let (fm, t) = finish_table(tb, no, &self.cache)?;
+                    let (fm, t) = finish_table(tb, no, &self.cache, self.dio.as_ref())?;
                     built.push((cf.id, fm, t));
                 }
             }
             Ok(())
         })();
-        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)]| {
+        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)], vlogs: &[(u64, VlogOutFile)]| {
             for (_, fm, _) in built {
                 let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
             }
+            for (_, (vf, _)) in vlogs {
+                vf.mark_obsolete();
+            }
         };
         if let Err(e) = r {
-            cleanup(&built);
+            cleanup(&built, &vlogs);
             return Err(e);
         }
         // 4. The commit point: one manifest edit.
@@ -1190,10 +1327,17 @@ impl DbInner {
                 .iter()
                 .find(|(c, _)| c.dropped.load(Ordering::Acquire))
             {
-                cleanup(&built);
+                cleanup(&built, &vlogs);
                 return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
             }
             let mut ops = Vec::new();
+            for (cf, (vf, size)) in &vlogs {
+                ops.push(EditOp::VlogAdd {
+                    cf: *cf,
+                    file_no: vf.no,
+                    size: *size,
+                });
+            }
             for (cf, fm, _) in &built {
                 ops.push(EditOp::AddFile {
                     cf: *cf,
@@ -1207,7 +1351,7 @@ impl DbInner {
             ops.push(EditOp::LastSeq(seq));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
             if let Err(e) = self.apply_manifest(mw, st, &ops) {
-                cleanup(&built);
+                cleanup(&built, &vlogs);
                 return Err(e);
             }
             // 5. Install and publish.
@@ -1220,6 +1364,11 @@ impl DbInner {
                             meta: fm.clone(),
                             table: t.clone(),
                         }));
+                    }
+                }
+                for (id, (vf, _)) in &vlogs {
+                    if *id == cf.id {
+                        levels.vlogs.insert(vf.no, vf.clone());
                     }
                 }
                 levels.normalize();
@@ -1667,22 +1816,44 @@ impl DbInner {
             return Ok(false);
         }
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let built = if imm.is_empty() {
             None
         } else {
-            Some(build_table(&self.dir, no, &cf.opts, &imm, &self.cache)?)
+            Some(build_table(
+                &self.dir,
+                no,
+                &cf.opts,
+                &imm,
+                &self.cache,
+                self.dio.as_ref(),
+                &alloc,
+            )?)
         };
         {
             let mut m = self.manifest.lock();
             let (w, st) = &mut *m;
-            if cf.dropped.load(Ordering::Acquire) {
-                if let Some((fm, _)) = &built {
+            let discard = |built: &Option<(FileMeta, Arc<Table>, Option<VlogOutFile>)>| {
+                if let Some((fm, _, v)) = built {
                     let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
+                    if let Some((vf, _)) = v {
+                        vf.mark_obsolete();
+                    }
                 }
+            };
+            if cf.dropped.load(Ordering::Acquire) {
+                discard(&built);
                 return Ok(false);
             }
             let mut ops = Vec::new();
-            if let Some((fm, _)) = &built {
+            if let Some((fm, _, v)) = &built {
+                if let Some((vf, size)) = v {
+                    ops.push(EditOp::VlogAdd {
+                        cf: cf.id,
+                        file_no: vf.no,
+                        size: *size,
+                    });
+                }
                 ops.push(EditOp::AddFile {
                     cf: cf.id,
                     level: 0,
@@ -1692,10 +1863,16 @@ impl DbInner {
             ops.push(EditOp::FlushedSeq(cf.id, imm.max_seq()));
             ops.push(EditOp::LastSeq(self.visible_seq.load(Ordering::Acquire)));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
-            self.apply_manifest(w, st, &ops)?;
+            if let Err(e) = self.apply_manifest(w, st, &ops) {
+                discard(&built);
+                return Err(e);
+            }
             let mut g = cf.sv.write();
             let mut levels = (*g.levels).clone();
-            if let Some((fm, t)) = built {
+            if let Some((fm, t, v)) = built {
+                if let Some((vf, _)) = v {
+                    levels.vlogs.insert(vf.no, vf);
+                }
                 levels.levels[0].push(Arc::new(FileHandle { meta: fm, table: t }));
             }
             levels.normalize();
@@ -1789,6 +1966,16 @@ impl DbInner {
             st.approx_bytes += m.size() as u64;
         }
         st.memtable_bytes += sv.imms.iter().map(|m| m.size() as u64).sum::<u64>();
+        {
+            let m = self.manifest.lock();
+            for (n, v) in &m.1.vlog_files {
+                if sv.levels.vlogs.contains_key(n) {
+                    st.vlog_files += 1;
+                    st.vlog_bytes += v.size;
+                    st.vlog_garbage_bytes += v.garbage;
+                }
+            }
+        }
         for l in &sv.levels.levels {
             st.files_per_level.push(l.len() as u64);
             for f in l {
@@ -1879,14 +2066,39 @@ impl DbInner {
     }
 }
 
-/// Writes `mem` to a new table file `no`.
+/// A value log file written by a job, opened, with its size.
+pub(crate) type VlogOutFile = (Arc<crate::vlog::VlogFile>, u64);
+
+/// Finishes (fsyncs) the value log of a job and opens it for reading.
+pub(crate) fn finish_vlog(
+    vo: crate::vlog::VlogOut<'_>,
+    dir: &Path,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+) -> Result<Option<VlogOutFile>> {
+    match vo.finish()? {
+        None => Ok(None),
+        Some((no, size)) => match crate::vlog::VlogFile::open(dir, no, dio) {
+            Ok(f) => Ok(Some((Arc::new(f), size))),
+            Err(e) => {
+                let _ = std::fs::remove_file(crate::vlog::vlog_path(dir, no));
+                Err(e)
+            }
+        },
+    }
+}
+
+/// Writes `mem` to a new table file `no`; values of at least the column
+/// family's separation threshold go to a new value log file (numbered by
+/// `alloc`), fsynced before the table.
 pub(crate) fn build_table(
     dir: &Path,
     no: u64,
     opts: &CfOptions,
     mem: &Memtable,
     cache: &Arc<BlockCache>,
-) -> Result<(FileMeta, Arc<Table>)> {
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    alloc: &dyn Fn() -> u64,
+) -> Result<(FileMeta, Arc<Table>, Option<VlogOutFile>)> {
     let path = sst::table_path(dir, no);
     let mut b = TableBuilder::create(
         path.clone(),
@@ -1894,23 +2106,49 @@ pub(crate) fn build_table(
         opts.compression,
         opts.bloom_bits_per_key,
     )?;
-    let r = mem.for_each(|k, v| b.add(&k.user, k.seq, v.kind, &v.value));
+    let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
+    let r = mem.for_each(|k, v| {
+        if v.kind == Kind::Put && vo.separates(&v.value) {
+            let p = vo.put(&k.user, &v.value)?;
+            b.add(&k.user, k.seq, Kind::ValuePtr, p)
+        } else {
+            b.add(&k.user, k.seq, v.kind, &v.value)
+        }
+    });
     if let Err(e) = r {
         drop(b);
+        vo.abort();
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
-    finish_table(b, no, cache)
+    let vlog = match finish_vlog(vo, dir, dio) {
+        Ok(v) => v,
+        Err(e) => {
+            drop(b);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    match finish_table(b, no, cache, dio) {
+        Ok((fm, t)) => Ok((fm, t, vlog)),
+        Err(e) => {
+            if let Some((vf, _)) = vlog {
+                vf.mark_obsolete();
+            }
+            Err(e)
+        }
+    }
 }
 
 pub(crate) fn finish_table(
     b: TableBuilder,
     no: u64,
     cache: &Arc<BlockCache>,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = b.path().to_path_buf();
     let (size, props) = b.finish()?;
-    let t = Table::open(path, no, cache.clone())?;
+    let t = Table::open_with(path, no, cache.clone(), dio)?;
     let fm = FileMeta {
         file_no: no,
         size,

@@ -160,7 +160,13 @@ fn fuzz_manifest_edits() {
             EditOp::LastSeq(rng.gen()),
             EditOp::NextFile(rng.gen()),
             EditOp::NextCfId(rng.gen()),
-            EditOp::VlogFile(rng.gen_range(0..1 << 40), true),
+            EditOp::VlogAdd {
+                cf: 1,
+                file_no: rng.gen_range(0..1 << 40),
+                size: rng.gen_range(0..1 << 30),
+            },
+            EditOp::VlogGarbage(rng.gen_range(0..1 << 40), rng.gen_range(0..1 << 30)),
+            EditOp::VlogRemove(rng.gen_range(0..1 << 40)),
             EditOp::RenameCf(1, "u".into()),
             EditOp::DropCf(2),
         ];

@@ -23,7 +23,13 @@
 //! | 8   | NextFile    | n (next file number to allocate) |
 //! | 9   | NextCfId    | n |
 //! | 10  | Prepared    | xid, wal segment number (phase 2: a prepared txn pins its WAL segment) |
-//! | 11  | VlogFile    | file_no, 1 = add / 0 = remove (value log files, phase 2) |
+//! | 11  | VlogAdd     | cf, file_no, size (a value log file, `vlog.rs`, with `size` bytes of records, no garbage yet) |
+//! | 12  | VlogGarbage | file_no, bytes (add `bytes` to the file's garbage: records no table entry points to any more) |
+//! | 13  | VlogRemove  | file_no (garbage reached the size: no pointer left; the file is unlinked) |
+//!
+//! `DropCf` also forgets the column family's value log files. An edit naming
+//! an unknown value log file in `VlogGarbage` / `VlogRemove` is ignored (its
+//! column family was dropped meanwhile).
 //!
 //! A new manifest is started with a full snapshot of the state at every open
 //! and when the current one grows past 4 MiB.
@@ -73,7 +79,21 @@ pub(crate) enum EditOp {
     LastSeq(u64),
     NextFile(u64),
     NextCfId(u64),
-    VlogFile(u64, bool),
+    VlogAdd {
+        cf: u64,
+        file_no: u64,
+        size: u64,
+    },
+    VlogGarbage(u64, u64),
+    VlogRemove(u64),
+}
+
+/// Manifest state of one value log file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VlogMeta {
+    pub cf: u64,
+    pub size: u64,
+    pub garbage: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -90,7 +110,7 @@ pub(crate) struct State {
     pub last_seq: u64,
     pub next_file: u64,
     pub next_cf_id: u64,
-    pub vlog_files: std::collections::BTreeSet<u64>,
+    pub vlog_files: BTreeMap<u64, VlogMeta>,
 }
 
 fn zigzag(v: i32) -> u64 {
@@ -175,10 +195,20 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 b.push(9);
                 put_varint(&mut b, *n);
             }
-            EditOp::VlogFile(n, add) => {
+            EditOp::VlogAdd { cf, file_no, size } => {
                 b.push(11);
+                put_varint(&mut b, *cf);
+                put_varint(&mut b, *file_no);
+                put_varint(&mut b, *size);
+            }
+            EditOp::VlogGarbage(n, bytes) => {
+                b.push(12);
                 put_varint(&mut b, *n);
-                b.push(u8::from(*add));
+                put_varint(&mut b, *bytes);
+            }
+            EditOp::VlogRemove(n) => {
+                b.push(13);
+                put_varint(&mut b, *n);
             }
         }
     }
@@ -247,7 +277,13 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
             7 => EditOp::LastSeq(r.varint()?),
             8 => EditOp::NextFile(r.varint()?),
             9 => EditOp::NextCfId(r.varint()?),
-            11 => EditOp::VlogFile(r.varint()?, r.u8()? != 0),
+            11 => EditOp::VlogAdd {
+                cf: r.varint()?,
+                file_no: r.varint()?,
+                size: r.varint()?,
+            },
+            12 => EditOp::VlogGarbage(r.varint()?, r.varint()?),
+            13 => EditOp::VlogRemove(r.varint()?),
             _ => return None,
         };
         ops.push(op);
@@ -280,6 +316,7 @@ impl State {
                 }
                 EditOp::DropCf(id) => {
                     self.cfs.remove(id);
+                    self.vlog_files.retain(|_, v| v.cf != *id);
                 }
                 EditOp::RenameCf(id, name) => match self.cfs.get_mut(id) {
                     Some(c) => c.name = name.clone(),
@@ -315,13 +352,29 @@ impl State {
                 EditOp::LastSeq(s) => self.last_seq = self.last_seq.max(*s),
                 EditOp::NextFile(n) => self.next_file = self.next_file.max(*n),
                 EditOp::NextCfId(n) => self.next_cf_id = self.next_cf_id.max(*n),
-                EditOp::VlogFile(n, add) => {
-                    if *add {
-                        self.vlog_files.insert(*n);
-                    } else {
-                        self.vlog_files.remove(n);
+                EditOp::VlogAdd { cf, file_no, size } => {
+                    if self.cfs.contains_key(cf) {
+                        if self.vlog_files.contains_key(file_no) {
+                            return Err(format!("duplicate value log file {file_no}"));
+                        }
+                        self.vlog_files.insert(
+                            *file_no,
+                            VlogMeta {
+                                cf: *cf,
+                                size: *size,
+                                garbage: 0,
+                            },
+                        );
                     }
-                    self.next_file = self.next_file.max(n + 1);
+                    self.next_file = self.next_file.max(file_no + 1);
+                }
+                EditOp::VlogGarbage(n, bytes) => {
+                    if let Some(v) = self.vlog_files.get_mut(n) {
+                        v.garbage = v.garbage.saturating_add(*bytes).min(v.size);
+                    }
+                }
+                EditOp::VlogRemove(n) => {
+                    self.vlog_files.remove(n);
                 }
             }
         }
@@ -351,8 +404,15 @@ impl State {
                 }
             }
         }
-        for v in &self.vlog_files {
-            ops.push(EditOp::VlogFile(*v, true));
+        for (n, v) in &self.vlog_files {
+            ops.push(EditOp::VlogAdd {
+                cf: v.cf,
+                file_no: *n,
+                size: v.size,
+            });
+            if v.garbage > 0 {
+                ops.push(EditOp::VlogGarbage(*n, v.garbage));
+            }
         }
         ops
     }

@@ -340,10 +340,9 @@ impl Txn {
             &opts.lower_bound,
             &opts.upper_bound,
         ));
-        let db = self.db.clone();
-        let cfi = cf.inner.clone();
-        let resolver: Arc<crate::iter::ValueResolver> =
-            Arc::new(move |p: &[u8]| db.resolve_value(&cfi, p));
+        // Pointers resolve through this version's value log files (kept
+        // alive by the resolver as long as the sources that may name them).
+        let resolver = self.db.resolver(sv.levels.clone());
         let latest = latest.then(|| LatestState {
             db: self.db.clone(),
             cf: cf.inner.clone(),
@@ -833,6 +832,7 @@ impl TxnIter {
                 let srcs = self.merge.sources_mut();
                 srcs.truncate(self.ws_sources);
                 srcs.extend(fresh);
+                self.merge.set_resolver(l.db.resolver(sv.levels.clone()));
                 l.sv = sv;
                 self.snap = g;
             }
