@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_SEQ};
 use crate::manifest::{self, EditOp, FileMeta, ManifestWriter, State, NUM_LEVELS};
 use crate::memtable::Memtable;
-use crate::options::{CfOptions, CfStats, DbOptions, Isolation, SyncMode};
+use crate::options::{CfOptions, CfStats, Compression, DbOptions, Isolation, SyncMode};
 use crate::sst::{self, Table, TableBuilder};
 use crate::wal::{self, WalWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -173,6 +173,12 @@ pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 /// (column family id, user key).
 pub(crate) type LockKey = (u64, Vec<u8>);
 
+/// Conflict-check sequence of a key of a spilled write set: (cf, key) -> seq.
+pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + 'a;
+
+/// The `.prep` files of a prepared spilled write set: (cf, table).
+pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
+
 /// What a commit-queue request does.
 pub(crate) enum ReqKind {
     /// Ordinary commit: ops get a new sequence, become visible.
@@ -207,6 +213,9 @@ pub(crate) struct PreparedEntry {
     pub ops: Option<Vec<Op>>,
     /// A resolution is in flight.
     pub resolving: bool,
+    /// Prepared spilled write set: its durable `.prep` files (cf, table);
+    /// empty for a prepare record in the WAL.
+    pub spill: Vec<(u64, Arc<Table>)>,
 }
 
 #[derive(Default)]
@@ -469,7 +478,11 @@ impl Db {
                     .filter(|_| !e.resolving)
                     .map(|ops| PreparedTxn {
                         xid: x.clone(),
-                        writes: ops.len(),
+                        writes: if e.spill.is_empty() {
+                            ops.len()
+                        } else {
+                            e.keys.len()
+                        },
                     })
             })
             .collect();
@@ -540,8 +553,8 @@ impl Db {
     /// (accounted in-memory bytes of a txn's write set, see
     /// [`crate::Txn::write_set_bytes`]; default 32 MiB). A write set growing
     /// past it is written to sorted run files; such a transaction commits by
-    /// adding table files in one manifest edit (no WAL record) and cannot
-    /// be prepared (2PC).
+    /// adding table files in one manifest edit (no WAL record); its 2PC
+    /// prepare writes durable `.prep` files named in the manifest.
     pub fn set_spill_threshold(&self, bytes: usize) {
         self.inner()
             .spill_threshold
@@ -584,6 +597,7 @@ impl DbInner {
                     .or_else(|| sst::parse_table_name(n))
                     .or_else(|| crate::vlog::parse_vlog_name(n))
                     .or_else(|| crate::spill::parse_spill_name(n))
+                    .or_else(|| crate::spill::parse_prep_name(n))
                     .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
             })
             .max()
@@ -754,6 +768,12 @@ impl DbInner {
                 !live.contains(&no)
             } else if let Some(no) = crate::vlog::parse_vlog_name(n) {
                 !state.vlog_files.contains_key(&no)
+            } else if let Some(no) = crate::spill::parse_prep_name(n) {
+                !state
+                    .prepared_spills
+                    .values()
+                    .flatten()
+                    .any(|(_, f)| *f == no)
             } else if wal::parse_segment_name(n).is_some()
                 || crate::spill::parse_spill_name(n).is_some()
             {
@@ -768,6 +788,16 @@ impl DbInner {
             }
         }
         let _ = old_manifest;
+        // Prepared spilled write sets (manifest): reopen their files.
+        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles)> = Vec::new();
+        for (xid, files) in &state.prepared_spills {
+            let mut v = Vec::new();
+            for (cf, no) in files {
+                let t = Table::open(crate::spill::prep_path(dir, *no), *no, cache.clone())?;
+                v.push((*cf, Arc::new(t)));
+            }
+            spilled_prepares.push((xid.clone(), v));
+        }
 
         let cur_file = w.file.clone();
         let inner = Arc::new(DbInner {
@@ -842,6 +872,41 @@ impl DbInner {
                         keys,
                         ops: Some(ops),
                         resolving: false,
+                        spill: Vec::new(),
+                    },
+                );
+            }
+            for (xid, spill) in spilled_prepares {
+                let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
+                let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+                for (cf, t) in &spill {
+                    use crate::iter::InternalIterator;
+                    let mut it = crate::sst::TableIter::new(t.clone());
+                    it.seek_to_first();
+                    while it.valid() {
+                        inner.locks.lock(
+                            owner,
+                            *cf,
+                            it.user_key(),
+                            crate::lock::LockMode::Exclusive,
+                            Duration::ZERO,
+                            &never,
+                        )?;
+                        keys.push((*cf, it.user_key().to_vec()));
+                        it.next();
+                    }
+                    it.status()?;
+                }
+                p.keys.extend(keys.iter().cloned());
+                p.by_xid.insert(
+                    xid,
+                    PreparedEntry {
+                        owner,
+                        segment: u64::MAX,
+                        keys,
+                        ops: Some(Vec::new()),
+                        resolving: false,
+                        spill,
                     },
                 );
             }
@@ -1206,14 +1271,16 @@ impl DbInner {
     pub(crate) fn commit_spilled(
         &self,
         mut parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)>,
-        check: &dyn Fn(u64, &[u8]) -> u64,
+        check: Option<&CheckSeq<'_>>,
+        extra: Vec<EditOp>,
     ) -> Result<u64> {
         self.check_writable()?;
         let _fl = self.flush_lock.lock();
         let mut w = self.write.lock();
         self.check_writable()?;
-        // 1. Conflicts (first committer wins; prepared keys).
-        {
+        // 1. Conflicts (first committer wins; prepared keys). None: commit of
+        // a prepared write set (checked at prepare).
+        if let Some(check) = check {
             let prep = self.prepared.lock();
             for (cf, it) in parts.iter_mut() {
                 if cf.dropped.load(Ordering::Acquire) {
@@ -1350,6 +1417,7 @@ impl DbInner {
             }
             ops.push(EditOp::LastSeq(seq));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+            ops.extend(extra);
             if let Err(e) = self.apply_manifest(mw, st, &ops) {
                 cleanup(&built, &vlogs);
                 return Err(e);
@@ -1405,6 +1473,13 @@ impl DbInner {
                         .into(),
                 ));
             };
+            if !e.spill.is_empty() {
+                let (owner, keys) = (e.owner, e.keys.clone());
+                drop(p);
+                self.resolve_spilled(xid, commit)?;
+                self.locks.unlock_all(owner, &keys);
+                return Ok(());
+            }
             e.resolving = true;
             (e.owner, e.keys.clone(), ops)
         };
@@ -1428,6 +1503,179 @@ impl DbInner {
             }
         }
         r.map(|_| ())
+    }
+
+    /// Phase one of 2PC for a spilled write set (`parts`: per column family
+    /// the merged write set, as for `commit_spilled`; keys already locked by
+    /// the caller). Under the commit write lock: xid unused, conflict check
+    /// of every key while writing it to a durable `.prep` file per column
+    /// family (fsynced), then one manifest edit `PrepareSpilled` (the
+    /// prepare point), then registration (keys conflict for other commits).
+    pub(crate) fn prepare_spilled(
+        &self,
+        xid: &[u8],
+        owner: u64,
+        mut parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)>,
+        check: &dyn Fn(u64, &[u8]) -> u64,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let w = self.write.lock();
+        self.check_writable()?;
+        let mut files: Vec<(u64, Arc<Table>)> = Vec::new();
+        let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut cur: Option<PathBuf> = None;
+        let r = (|| -> Result<()> {
+            let prep = self.prepared.lock();
+            if prep.by_xid.contains_key(xid) {
+                return Err(Error::InvalidArgument("xid is already prepared".into()));
+            }
+            for (cf, it) in parts.iter_mut() {
+                if cf.dropped.load(Ordering::Acquire) {
+                    return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+                }
+                let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                let path = crate::spill::prep_path(&self.dir, no);
+                cur = Some(path.clone());
+                let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
+                it.seek_to_first();
+                while it.valid() {
+                    let k = it.key();
+                    if prep.keys.contains(&(cf.id, k.to_vec()))
+                        || self.newer_than(cf, k, check(cf.id, k))?
+                    {
+                        return Err(Error::Conflict);
+                    }
+                    b.add(k, 1, it.kind(), it.value())?;
+                    keys.push((cf.id, k.to_vec()));
+                    it.next();
+                }
+                it.status()?;
+                if b.num_entries() == 0 {
+                    drop(b);
+                    let _ = std::fs::remove_file(&path);
+                    cur = None;
+                    continue;
+                }
+                b.finish()?;
+                let t = Table::open(path, no, self.cache.clone())?;
+                cur = None;
+                files.push((cf.id, Arc::new(t)));
+            }
+            Ok(())
+        })();
+        let cleanup = |files: &[(u64, Arc<Table>)], cur: &Option<PathBuf>| {
+            for (_, t) in files {
+                let _ = std::fs::remove_file(&t.path);
+            }
+            if let Some(p) = cur {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        if let Err(e) = r {
+            cleanup(&files, &cur);
+            return Err(e);
+        }
+        {
+            let mut m = self.manifest.lock();
+            let (mw, st) = &mut *m;
+            let op = EditOp::PrepareSpilled {
+                xid: xid.to_vec(),
+                files: files.iter().map(|(cf, t)| (*cf, t.file_no)).collect(),
+            };
+            if let Err(e) = self.apply_manifest(mw, st, &[op]) {
+                cleanup(&files, &None);
+                return Err(e);
+            }
+        }
+        let mut p = self.prepared.lock();
+        p.keys.extend(keys.iter().cloned());
+        p.by_xid.insert(
+            xid.to_vec(),
+            PreparedEntry {
+                owner,
+                segment: u64::MAX,
+                keys,
+                ops: None,
+                resolving: false,
+                spill: files,
+            },
+        );
+        drop(w);
+        Ok(())
+    }
+
+    /// True if `xid` is a prepared spilled write set.
+    pub(crate) fn is_spilled_prepare(&self, xid: &[u8]) -> bool {
+        self.prepared
+            .lock()
+            .by_xid
+            .get(xid)
+            .is_some_and(|e| !e.spill.is_empty())
+    }
+
+    /// Resolves a prepared spilled write set: commit streams its `.prep`
+    /// files into L0 tables at a new sequence (`commit_spilled` without a
+    /// conflict check) with `ResolveSpilled` in the same manifest edit;
+    /// rollback is a manifest edit `ResolveSpilled`. Then unregisters it and
+    /// deletes its files. Locks are the caller's to release.
+    pub(crate) fn resolve_spilled(&self, xid: &[u8], commit: bool) -> Result<()> {
+        self.check_writable()?;
+        let spill = {
+            let mut p = self.prepared.lock();
+            match p.by_xid.get_mut(xid) {
+                Some(e) if !e.resolving && !e.spill.is_empty() => {
+                    e.resolving = true;
+                    e.spill.clone()
+                }
+                _ => return Err(Error::UnknownXid(xid.to_vec())),
+            }
+        };
+        let r = if commit {
+            let cfs = self.cfs.read().clone();
+            // Column families dropped since the prepare are skipped.
+            let parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)> = spill
+                .iter()
+                .filter_map(|(cf, t)| {
+                    let c = cfs.get(cf).filter(|c| !c.dropped.load(Ordering::Acquire))?;
+                    let src = crate::iter::Source::new(
+                        Box::new(crate::sst::TableIter::new(t.clone())),
+                        MAX_SEQ,
+                    );
+                    Some((
+                        c.clone(),
+                        crate::iter::MergeIter::new(vec![src], None, None, None).keep_deletes(),
+                    ))
+                })
+                .collect();
+            self.commit_spilled(parts, None, vec![EditOp::ResolveSpilled(xid.to_vec())])
+                .map(|_| ())
+        } else {
+            let mut m = self.manifest.lock();
+            let (mw, st) = &mut *m;
+            self.apply_manifest(mw, st, &[EditOp::ResolveSpilled(xid.to_vec())])
+        };
+        let mut p = self.prepared.lock();
+        match r {
+            Ok(()) => {
+                if let Some(e) = p.by_xid.remove(xid) {
+                    for k in &e.keys {
+                        p.keys.remove(k);
+                    }
+                }
+                drop(p);
+                for (_, t) in &spill {
+                    let _ = std::fs::remove_file(&t.path);
+                    self.cache.evict_file(t.file_no);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(en) = p.by_xid.get_mut(xid) {
+                    en.resolving = false;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Queues a request for the group-commit leader; returns its sequence
@@ -1692,6 +1940,7 @@ impl DbInner {
                         keys,
                         ops: None,
                         resolving: false,
+                        spill: Vec::new(),
                     },
                 );
             }

@@ -167,6 +167,11 @@ fn fuzz_manifest_edits() {
             },
             EditOp::VlogGarbage(rng.gen_range(0..1 << 40), rng.gen_range(0..1 << 30)),
             EditOp::VlogRemove(rng.gen_range(0..1 << 40)),
+            EditOp::PrepareSpilled {
+                xid: b"x1".to_vec(),
+                files: vec![(1, rng.gen_range(0..1 << 40))],
+            },
+            EditOp::ResolveSpilled(b"x1".to_vec()),
             EditOp::RenameCf(1, "u".into()),
             EditOp::DropCf(2),
         ];

@@ -26,6 +26,8 @@
 //! | 11  | VlogAdd     | cf, file_no, size (a value log file, `vlog.rs`, with `size` bytes of records, no garbage yet) |
 //! | 12  | VlogGarbage | file_no, bytes (add `bytes` to the file's garbage: records no table entry points to any more) |
 //! | 13  | VlogRemove  | file_no (garbage reached the size: no pointer left; the file is unlinked) |
+//! | 14  | PrepareSpilled | xid, count, (cf, file_no)* (2PC prepare of a spilled write set: its `.prep` files, see `spill.rs`) |
+//! | 15  | ResolveSpilled | xid (that prepare was committed, in the same edit as its tables, or rolled back) |
 //!
 //! `DropCf` also forgets the column family's value log files. An edit naming
 //! an unknown value log file in `VlogGarbage` / `VlogRemove` is ignored (its
@@ -86,6 +88,11 @@ pub(crate) enum EditOp {
     },
     VlogGarbage(u64, u64),
     VlogRemove(u64),
+    PrepareSpilled {
+        xid: Vec<u8>,
+        files: Vec<(u64, u64)>,
+    },
+    ResolveSpilled(Vec<u8>),
 }
 
 /// Manifest state of one value log file.
@@ -111,6 +118,8 @@ pub(crate) struct State {
     pub next_file: u64,
     pub next_cf_id: u64,
     pub vlog_files: BTreeMap<u64, VlogMeta>,
+    /// Unresolved 2PC prepares of spilled write sets: xid -> (cf, file).
+    pub prepared_spills: BTreeMap<Vec<u8>, Vec<(u64, u64)>>,
 }
 
 fn zigzag(v: i32) -> u64 {
@@ -210,6 +219,19 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 b.push(13);
                 put_varint(&mut b, *n);
             }
+            EditOp::PrepareSpilled { xid, files } => {
+                b.push(14);
+                put_bytes(&mut b, xid);
+                put_varint(&mut b, files.len() as u64);
+                for (cf, no) in files {
+                    put_varint(&mut b, *cf);
+                    put_varint(&mut b, *no);
+                }
+            }
+            EditOp::ResolveSpilled(xid) => {
+                b.push(15);
+                put_bytes(&mut b, xid);
+            }
         }
     }
     b
@@ -284,6 +306,19 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
             },
             12 => EditOp::VlogGarbage(r.varint()?, r.varint()?),
             13 => EditOp::VlogRemove(r.varint()?),
+            14 => {
+                let xid = r.len_prefixed()?.to_vec();
+                let n = r.varint_usize()?;
+                if n > r.remaining() {
+                    return None;
+                }
+                let mut files = Vec::with_capacity(n);
+                for _ in 0..n {
+                    files.push((r.varint()?, r.varint()?));
+                }
+                EditOp::PrepareSpilled { xid, files }
+            }
+            15 => EditOp::ResolveSpilled(r.len_prefixed()?.to_vec()),
             _ => return None,
         };
         ops.push(op);
@@ -376,6 +411,18 @@ impl State {
                 EditOp::VlogRemove(n) => {
                     self.vlog_files.remove(n);
                 }
+                EditOp::PrepareSpilled { xid, files } => {
+                    if self.prepared_spills.contains_key(xid) {
+                        return Err("xid is already prepared".to_string());
+                    }
+                    for (_, no) in files {
+                        self.next_file = self.next_file.max(no + 1);
+                    }
+                    self.prepared_spills.insert(xid.clone(), files.clone());
+                }
+                EditOp::ResolveSpilled(xid) => {
+                    self.prepared_spills.remove(xid);
+                }
             }
         }
         Ok(())
@@ -413,6 +460,12 @@ impl State {
             if v.garbage > 0 {
                 ops.push(EditOp::VlogGarbage(*n, v.garbage));
             }
+        }
+        for (xid, files) in &self.prepared_spills {
+            ops.push(EditOp::PrepareSpilled {
+                xid: xid.clone(),
+                files: files.clone(),
+            });
         }
         ops
     }

@@ -502,6 +502,15 @@ impl Txn {
         }
         self.done = true;
         if let Some(xid) = self.prepared.clone() {
+            if self.db.is_spilled_prepare(&xid) {
+                let r = self.db.resolve_spilled(&xid, true);
+                if r.is_err() {
+                    self.done = false;
+                    return r;
+                }
+                self.release_locks();
+                return r;
+            }
             let ops = self.collect_ops()?;
             let r = self
                 .db
@@ -535,6 +544,21 @@ impl Txn {
     /// listed by `Db::recover_prepared` at the next open).
     pub fn rollback(mut self) {
         if let Some(xid) = self.prepared.take() {
+            if self.db.is_spilled_prepare(&xid) {
+                if self.db.resolve_spilled(&xid, false).is_err() {
+                    // Still prepared durably: detach (keep the locks) so
+                    // Db::rollback_prepared can resolve it.
+                    if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
+                        e.ops = Some(Vec::new());
+                    }
+                    self.done = true;
+                    self.locks.clear();
+                    return;
+                }
+                self.done = true;
+                self.release_locks();
+                return;
+            }
             let _ = self.db.submit(
                 Vec::new(),
                 false,
@@ -560,21 +584,21 @@ impl Txn {
     ///
     /// On error (`Conflict`, `LockTimeout`, xid already in use, ...) the
     /// transaction stays active and unprepared.
+    ///
+    /// A spilled write set (see [`Txn::is_spilled`]) is written to durable
+    /// `.prep` files named by a manifest edit instead of a WAL record (the
+    /// commit write lock is held meanwhile, so other commits stall).
     pub fn prepare(&mut self, xid: &[u8]) -> Result<()> {
         if self.done {
             return Err(Error::TransactionDone);
         }
         self.check_not_prepared()?;
         self.db.check_writable()?;
-        if self.spilled {
-            return Err(Error::InvalidArgument(
-                "prepare is not supported for a transaction whose write set was spilled to disk \
-                 (larger than the spill threshold)"
-                    .into(),
-            ));
-        }
         if xid.is_empty() || xid.len() > 1024 {
             return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
+        }
+        if self.spilled {
+            return self.prepare_spilled(xid);
         }
         let keys: Vec<(Cf, Vec<u8>)> = {
             let mut v = Vec::new();
@@ -696,6 +720,42 @@ impl Txn {
         self.live_writes
     }
 
+    /// Prepare of a spilled write set: locks every key (streaming the merged
+    /// write set), then `DbInner::prepare_spilled` writes it to durable
+    /// `.prep` files named by a manifest edit.
+    fn prepare_spilled(&mut self, xid: &[u8]) -> Result<()> {
+        let op = self.op.load(Ordering::SeqCst);
+        let merges = |ws: &BTreeMap<u64, WsCf>| -> Vec<(Arc<CfInner>, MergeIter)> {
+            ws.values()
+                .map(|w| {
+                    let v = w.view.lock();
+                    let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
+                    (w.cf.clone(), m)
+                })
+                .collect()
+        };
+        let timeout = self.lock_timeout;
+        for (cfi, mut it) in merges(&self.ws) {
+            let cf = Cf { inner: cfi };
+            it.seek_to_first();
+            while it.valid() {
+                let k = it.key().to_vec();
+                self.lock(&cf, &k, LockMode::Exclusive, timeout)?;
+                it.next();
+            }
+            it.status()?;
+        }
+        let parts = merges(&self.ws);
+        let snap = self.snap.seq;
+        let locks = &self.locks;
+        let buf = std::cell::RefCell::new(Vec::new());
+        let check =
+            |cf: u64, key: &[u8]| -> u64 { check_seq(locks, &mut buf.borrow_mut(), cf, key, snap) };
+        self.db.prepare_spilled(xid, self.id, parts, &check)?;
+        self.prepared = Some(xid.to_vec());
+        Ok(())
+    }
+
     /// Commit of a write set with spilled runs: streams the merge of runs and
     /// memory (newest version per key, tombstones kept) into table files
     /// installed by one manifest edit (see `DbInner::commit_spilled`).
@@ -712,13 +772,20 @@ impl Txn {
         let buf = std::cell::RefCell::new(Vec::new());
         let check =
             |cf: u64, key: &[u8]| -> u64 { check_seq(locks, &mut buf.borrow_mut(), cf, key, snap) };
-        self.db.commit_spilled(parts, &check)
+        self.db.commit_spilled(parts, Some(&check), Vec::new())
     }
 }
 
 impl Drop for Txn {
     fn drop(&mut self) {
         if let (false, Some(xid)) = (self.done, self.prepared.take()) {
+            if self.spilled {
+                // Spilled: the write set is in the durable .prep files.
+                if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
+                    e.ops = Some(Vec::new());
+                    return;
+                }
+            }
             // Prepared and unresolved: detach (keep locks, keep the write set
             // in the database's registry) so `Db::commit_prepared` /
             // `rollback_prepared` can resolve it.
