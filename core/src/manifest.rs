@@ -636,6 +636,81 @@ mod tests {
     }
 
     #[test]
+    fn vlog_and_spilled_prepare_ops() {
+        let create = EditOp::CreateCf {
+            id: 1,
+            name: "t".into(),
+            opts: CfOptions::default(),
+        };
+        let ops = vec![
+            create,
+            EditOp::VlogAdd {
+                cf: 1,
+                file_no: 20,
+                size: 1000,
+            },
+            EditOp::VlogAdd {
+                cf: 1,
+                file_no: 21,
+                size: 500,
+            },
+            EditOp::VlogGarbage(20, 300),
+            EditOp::VlogGarbage(21, 100),
+            EditOp::VlogGarbage(99, 1),
+            EditOp::VlogRemove(21),
+            EditOp::PrepareSpilled {
+                xid: b"x".to_vec(),
+                files: vec![(1, 30), (1, 31)],
+            },
+            EditOp::PrepareSpilled {
+                xid: b"y".to_vec(),
+                files: vec![(1, 32)],
+            },
+            EditOp::ResolveSpilled(b"y".to_vec()),
+        ];
+        let dec = decode_edit(&encode_edit(&ops)).unwrap();
+        let mut st = State::default();
+        st.apply(&dec).unwrap();
+        assert_eq!(
+            st.vlog_files.get(&20),
+            Some(&VlogMeta {
+                cf: 1,
+                size: 1000,
+                garbage: 300
+            })
+        );
+        assert!(!st.vlog_files.contains_key(&21));
+        assert_eq!(st.prepared_spills.len(), 1);
+        assert_eq!(st.prepared_spills[&b"x".to_vec()], vec![(1, 30), (1, 31)]);
+        assert_eq!(st.next_file, 33);
+        // Duplicates are rejected.
+        assert!(st
+            .clone()
+            .apply(&[EditOp::VlogAdd {
+                cf: 1,
+                file_no: 20,
+                size: 1
+            }])
+            .is_err());
+        assert!(st
+            .clone()
+            .apply(&[EditOp::PrepareSpilled {
+                xid: b"x".to_vec(),
+                files: vec![]
+            }])
+            .is_err());
+        // A snapshot rebuilds the same state.
+        let mut st2 = State::default();
+        st2.apply(&decode_edit(&encode_edit(&st.snapshot_ops())).unwrap())
+            .unwrap();
+        assert_eq!(st2.vlog_files, st.vlog_files);
+        assert_eq!(st2.prepared_spills, st.prepared_spills);
+        // Dropping the column family forgets its value log files.
+        st.apply(&[EditOp::DropCf(1)]).unwrap();
+        assert!(st.vlog_files.is_empty());
+    }
+
+    #[test]
     fn create_load_and_corrupt() {
         let d = tempfile::tempdir().unwrap();
         let mut st = State::default();
