@@ -511,3 +511,33 @@ fn direct_reads() {
     }
     panic!("block cache not used with direct reads");
 }
+
+/// `iter_latest` rebuilds its sources (and its pointer resolver) at each
+/// seek: values committed, flushed, compacted and relocated meanwhile are
+/// read through the new version's value log files.
+#[test]
+fn latest_iterator_follows_new_versions() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    db.set_vlog_gc_ratio(0.3);
+    let cf = sep_cf(&db, "t");
+    write(&db, &cf, 0..40, 0, 3000);
+    db.flush().unwrap();
+    let mut t = db.begin(Isolation::ReadCommitted);
+    let mut it = t.iter_latest(&cf, IterOptions::default()).unwrap();
+    for round in 1..4u32 {
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            assert_eq!(it.value(), val(n, round - 1, 3000).as_slice());
+            n += 1;
+            it.next();
+        }
+        it.status().unwrap();
+        assert_eq!(n, 40);
+        write(&db, &cf, 0..40, round, 3000);
+        db.flush().unwrap();
+        db.compact_range(&cf, None, None).unwrap();
+        db.gc_value_log(&cf).unwrap();
+    }
+}
