@@ -12,6 +12,10 @@ pub struct EngineOpts {
     pub write_buffer_bytes: usize,
     /// Open for commits that are durable on return (fsync per commit / group).
     pub sync_commits: bool,
+    /// Key-value separation: values of at least this many bytes go to value
+    /// log / blob files (ours: `value_separation_threshold`; fjall:
+    /// `KvSeparationOptions::separation_threshold`). `None` = off.
+    pub value_separation: Option<usize>,
 }
 
 pub trait Engine: Send + Sync {
@@ -87,7 +91,15 @@ mod tides {
             let db = Db::open(dir, opts).map_err(e2s)?;
             let cf = match db.cf("bench") {
                 Some(cf) => cf,
-                None => db.create_cf("bench", CfOptions::default()).map_err(e2s)?,
+                None => db
+                    .create_cf(
+                        "bench",
+                        CfOptions {
+                            value_separation_threshold: o.value_separation,
+                            ..CfOptions::default()
+                        },
+                    )
+                    .map_err(e2s)?,
             };
             Ok(Tides { db, cf })
         }
@@ -162,6 +174,14 @@ mod tides {
 
 mod fj {
     use super::*;
+    use fjall::KvSeparationOptions;
+
+    fn sep(o: &EngineOpts) -> Option<KvSeparationOptions> {
+        o.value_separation.map(|t| {
+            KvSeparationOptions::default()
+                .separation_threshold(u32::try_from(t).unwrap_or(u32::MAX))
+        })
+    }
     use fjall::{
         Keyspace, KeyspaceCreateOptions, OptimisticTxDatabase, OptimisticTxKeyspace, PersistMode,
         Readable, SingleWriterTxDatabase, SingleWriterTxKeyspace, Snapshot,
@@ -184,7 +204,9 @@ mod fj {
             // compaction; compression is off (crate built without lz4).
             let ks = db
                 .keyspace("bench", || {
-                    KeyspaceCreateOptions::default().max_memtable_size(wb)
+                    KeyspaceCreateOptions::default()
+                        .max_memtable_size(wb)
+                        .with_kv_separation(sep(o))
                 })
                 .map_err(e2s)?;
             Ok(Fjall {
@@ -244,7 +266,9 @@ mod fj {
             let wb = o.write_buffer_bytes as u64;
             let ks = db
                 .keyspace("bench", || {
-                    KeyspaceCreateOptions::default().max_memtable_size(wb)
+                    KeyspaceCreateOptions::default()
+                        .max_memtable_size(wb)
+                        .with_kv_separation(sep(o))
                 })
                 .map_err(e2s)?;
             Ok(FjallSw {

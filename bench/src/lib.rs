@@ -325,6 +325,16 @@ fn opts(cfg: &Config, cache: usize, sync: bool) -> EngineOpts {
         cache_bytes: cache,
         write_buffer_bytes: cfg.write_buffer_bytes,
         sync_commits: sync,
+        value_separation: None,
+    }
+}
+
+/// Separation threshold of the large-value workloads (`BENCH_LARGE_SEP`,
+/// bytes; 0 = off).
+fn large_sep() -> Option<usize> {
+    match env_u64("BENCH_LARGE_SEP", 64 << 10) {
+        0 => None,
+        n => Some(n as usize),
     }
 }
 
@@ -653,7 +663,11 @@ pub fn run_workload(engine: &str, name: &str, cfg: &Config, tmp: &Path) -> Res<V
             let d = fresh("large")?;
             let vg = ValueGen::new(cfg.large_size, cfg.seed ^ 7);
             let io0 = io_write_bytes();
-            let e = engines::open(engine, &d, &opts(cfg, cfg.cache_bytes, false))?;
+            let o = EngineOpts {
+                value_separation: large_sep(),
+                ..opts(cfg, cfg.cache_bytes, false)
+            };
+            let e = engines::open(engine, &d, &o)?;
             let n = cfg.large_count;
             let perm = permutation(n, cfg.seed ^ 8);
             let t = Instant::now();
@@ -693,7 +707,11 @@ pub fn run_workload(engine: &str, name: &str, cfg: &Config, tmp: &Path) -> Res<V
             let _ = std::fs::remove_dir_all(&d);
             let mut rr = WorkResult::new("read_1m", engine, n, rsecs).with_bytes(rbytes);
             rr.errors = errors;
-            let note = format!("{n} values of {} KiB, 1 per txn", cfg.large_size >> 10);
+            let note = format!(
+                "{n} values of {} KiB, 1 per txn, separation threshold {}",
+                cfg.large_size >> 10,
+                large_sep().map_or("off".to_string(), |t| format!("{} KiB", t >> 10))
+            );
             let mut w = w;
             w.note = note.clone();
             rr.note = format!("{note}; random reads after flush");

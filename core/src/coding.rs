@@ -40,6 +40,9 @@ impl<'a> Reader<'a> {
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
     pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let s = self.buf.get(self.pos..end)?;

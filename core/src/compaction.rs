@@ -15,13 +15,22 @@
 //!   the key range (bottommost).
 //! * Outputs are cut at user-key boundaries so that a user key lives in one
 //!   file per level.
+//! * Value log (see `vlog.rs`): pointers are copied; a dropped pointer adds
+//!   its record length to its value log file's garbage; a kept pointer into a
+//!   file whose garbage ratio reached the GC ratio is *relocated* (value
+//!   appended to the job's own new value log file, same key, sequence and
+//!   kind). When no regular compaction is due, a GC job rewrites in place one
+//!   table (L1+; at L0 the whole L0 goes to L1) that still points into such a
+//!   file. All of it (tables, new value log, garbage, removal of files left
+//!   without pointers) is one manifest edit.
 
-use crate::db::{finish_table, CfInner, DbInner, FileHandle, Levels, SuperVersion};
+use crate::db::{finish_table, finish_vlog, CfInner, DbInner, FileHandle, Levels, SuperVersion};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::Kind;
 use crate::manifest::{EditOp, NUM_LEVELS};
 use crate::sst::{self, TableBuilder, TableIter};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +44,13 @@ struct Job {
     inputs: Vec<Arc<FileHandle>>,
     out_level: usize,
     trivial_move: bool,
+}
+
+/// Value log side of a merge: garbage per file, the relocation output.
+#[derive(Default)]
+struct VlogDelta {
+    garbage: BTreeMap<u64, u64>,
+    new_file: Option<crate::db::VlogOutFile>,
 }
 
 /// k-way merge of table iterators in internal-key order.
@@ -172,11 +188,129 @@ impl DbInner {
             return Ok(false);
         }
         let sv = cf.current();
-        let Some(job) = self.pick(cf, &sv.levels) else {
-            return Ok(false);
+        let job = match self.pick(cf, &sv.levels) {
+            Some(j) => j,
+            None => match self.pick_gc(cf, &sv.levels)? {
+                Some(j) => j,
+                None => return Ok(false),
+            },
         };
         self.run_job(cf, &sv.levels, job)?;
         Ok(true)
+    }
+
+    /// Value log files of `cf` whose garbage ratio reached the GC ratio.
+    fn gc_candidates(&self, cf: &CfInner) -> BTreeSet<u64> {
+        let ratio = self.vlog_gc_permille.load(Ordering::Relaxed);
+        let m = self.manifest.lock();
+        m.1.vlog_files
+            .iter()
+            .filter(|(_, v)| {
+                v.cf == cf.id
+                    && v.garbage > 0
+                    && u128::from(v.garbage) * 1000 >= u128::from(v.size) * u128::from(ratio)
+            })
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// A GC job: first, value log files no table of the version points into
+    /// any more are removed (manifest edit); then one table pointing into a
+    /// GC candidate is rewritten in place (L0: the usual L0 -> L1 job).
+    fn pick_gc(&self, cf: &Arc<CfInner>, lv: &Levels) -> Result<Option<Job>> {
+        if lv.vlogs.is_empty() {
+            return Ok(None);
+        }
+        let referenced: BTreeSet<u64> = lv
+            .all()
+            .flat_map(|f| f.table.props.vlog_refs.iter().copied())
+            .collect();
+        let orphans: Vec<u64> = lv
+            .vlogs
+            .keys()
+            .filter(|n| !referenced.contains(n))
+            .copied()
+            .collect();
+        if !orphans.is_empty() {
+            self.remove_vlogs(cf, &orphans)?;
+        }
+        let cands = self.gc_candidates(cf);
+        if cands.is_empty() {
+            return Ok(None);
+        }
+        let points =
+            |f: &Arc<FileHandle>| f.table.props.vlog_refs.iter().any(|n| cands.contains(n));
+        if lv.levels[0].iter().any(points) {
+            let mut inputs = lv.levels[0].clone();
+            if let Some((lo, hi)) = key_range(&inputs) {
+                for f in &lv.levels[1] {
+                    if f.meta.largest >= lo && f.meta.smallest <= hi {
+                        inputs.push(f.clone());
+                    }
+                }
+            }
+            return Ok(Some(Job {
+                level: 0,
+                inputs,
+                out_level: 1,
+                trivial_move: false,
+            }));
+        }
+        for lvl in 1..NUM_LEVELS {
+            if let Some(f) = lv.levels[lvl].iter().find(|f| points(f)) {
+                return Ok(Some(Job {
+                    level: lvl,
+                    inputs: vec![f.clone()],
+                    out_level: lvl,
+                    trivial_move: false,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Removes value log files without pointers from the manifest and the
+    /// current version (unlinked when the last older version drops them).
+    fn remove_vlogs(&self, cf: &Arc<CfInner>, files: &[u64]) -> Result<()> {
+        let mut m = self.manifest.lock();
+        let (w, st) = &mut *m;
+        if cf.dropped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let ops: Vec<EditOp> = files.iter().map(|n| EditOp::VlogRemove(*n)).collect();
+        self.apply_manifest(w, st, &ops)?;
+        let mut g = cf.sv.write();
+        let mut levels = (*g.levels).clone();
+        for n in files {
+            if let Some(v) = levels.vlogs.remove(n) {
+                v.mark_obsolete();
+            }
+        }
+        *g = Arc::new(SuperVersion {
+            mem: g.mem.clone(),
+            imms: g.imms.clone(),
+            levels: Arc::new(levels),
+        });
+        Ok(())
+    }
+
+    /// Runs GC jobs for `cf` until no table points into a value log file
+    /// above the GC ratio (and removes files without pointers). Returns the
+    /// number of jobs run.
+    pub(crate) fn gc_value_log(&self, cf: &Arc<CfInner>) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let _g = cf.compaction_lock.lock();
+            if cf.dropped.load(Ordering::Acquire) {
+                return Ok(n);
+            }
+            let sv = cf.current();
+            let Some(job) = self.pick_gc(cf, &sv.levels)? else {
+                return Ok(n);
+            };
+            self.run_job(cf, &sv.levels, job)?;
+            n += 1;
+        }
     }
 
     /// Manual compaction of the user-key range `[start, end]` (`None` =
@@ -244,6 +378,7 @@ impl DbInner {
     fn run_job(&self, cf: &Arc<CfInner>, lv: &Levels, job: Job) -> Result<()> {
         let mut edit = Vec::new();
         let mut outputs: Vec<Arc<FileHandle>> = Vec::new();
+        let mut vd = VlogDelta::default();
         let input_levels: Vec<(usize, u64)> = job
             .inputs
             .iter()
@@ -263,7 +398,15 @@ impl DbInner {
                 .iter()
                 .flatten()
                 .all(|f| f.meta.largest < lo || f.meta.smallest > hi);
-            outputs = self.merge_files(cf, &job.inputs, bottommost)?;
+            let relocate = self.gc_candidates(cf);
+            (outputs, vd) = self.merge_files(cf, lv, &job.inputs, bottommost, &relocate)?;
+        }
+        if let Some((vf, size)) = &vd.new_file {
+            edit.push(EditOp::VlogAdd {
+                cf: cf.id,
+                file_no: vf.no,
+                size: *size,
+            });
         }
         for (lvl, no) in &input_levels {
             edit.push(EditOp::RemoveFile {
@@ -280,24 +423,40 @@ impl DbInner {
             });
         }
         edit.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+        let discard = |outputs: &[Arc<FileHandle>], vd: &VlogDelta| {
+            if !job.trivial_move {
+                for f in outputs {
+                    let _ = std::fs::remove_file(&f.table.path);
+                }
+            }
+            if let Some((vf, _)) = &vd.new_file {
+                vf.mark_obsolete();
+            }
+        };
+        let removed: Vec<u64>;
         {
             let mut m = self.manifest.lock();
             let (w, st) = &mut *m;
             if cf.dropped.load(Ordering::Acquire) {
                 drop(m);
-                if !job.trivial_move {
-                    for f in &outputs {
-                        let _ = std::fs::remove_file(&f.table.path);
-                    }
-                }
+                discard(&outputs, &vd);
                 return Ok(());
             }
-            if let Err(e) = self.apply_manifest(w, st, &edit) {
-                if !job.trivial_move {
-                    for f in &outputs {
-                        let _ = std::fs::remove_file(&f.table.path);
+            // Garbage; a file whose garbage reaches its size has no pointer left.
+            let mut rm = Vec::new();
+            for (n, bytes) in &vd.garbage {
+                if let Some(v) = st.vlog_files.get(n) {
+                    edit.push(EditOp::VlogGarbage(*n, *bytes));
+                    if v.garbage.saturating_add(*bytes) >= v.size {
+                        edit.push(EditOp::VlogRemove(*n));
+                        rm.push(*n);
                     }
                 }
+            }
+            removed = rm;
+            if let Err(e) = self.apply_manifest(w, st, &edit) {
+                drop(m);
+                discard(&outputs, &vd);
                 return Err(e);
             }
             let mut g = cf.sv.write();
@@ -306,6 +465,14 @@ impl DbInner {
                 l.retain(|f| !input_levels.iter().any(|(_, no)| *no == f.meta.file_no));
             }
             levels.levels[job.out_level].extend(outputs.iter().cloned());
+            if let Some((vf, _)) = &vd.new_file {
+                levels.vlogs.insert(vf.no, vf.clone());
+            }
+            for n in &removed {
+                if let Some(v) = levels.vlogs.remove(n) {
+                    v.mark_obsolete();
+                }
+            }
             levels.normalize();
             *g = Arc::new(SuperVersion {
                 mem: g.mem.clone(),
@@ -327,9 +494,14 @@ impl DbInner {
     fn merge_files(
         &self,
         cf: &Arc<CfInner>,
+        lv: &Levels,
         inputs: &[Arc<FileHandle>],
         bottommost: bool,
-    ) -> Result<Vec<Arc<FileHandle>>> {
+        relocate: &BTreeSet<u64>,
+    ) -> Result<(Vec<Arc<FileHandle>>, VlogDelta)> {
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
+        let mut vo = crate::vlog::VlogOut::new(&self.dir, &alloc, None);
+        let mut garbage: BTreeMap<u64, u64> = BTreeMap::new();
         let mut snaps = self.live_snapshots();
         snaps.push(u64::MAX);
         let oldest = self.oldest_snapshot();
@@ -349,17 +521,25 @@ impl DbInner {
         let mut versions: Vec<(u64, Kind, Vec<u8>)> = Vec::new();
         let mut have_key = false;
 
-        let emit = |user: &[u8],
-                    versions: &mut Vec<(u64, Kind, Vec<u8>)>,
-                    builder: &mut Option<(u64, TableBuilder)>,
-                    outputs: &mut Vec<Arc<FileHandle>>|
+        let mut emit = |user: &[u8],
+                        versions: &mut Vec<(u64, Kind, Vec<u8>)>,
+                        builder: &mut Option<(u64, TableBuilder)>,
+                        outputs: &mut Vec<Arc<FileHandle>>|
          -> Result<()> {
             // stripes: keep newest version per snapshot stripe
             let mut kept: Vec<(u64, Kind, Vec<u8>)> = Vec::new();
             let mut last_stripe = usize::MAX;
+            let mut dead = |k: Kind, v: &[u8]| {
+                if k == Kind::ValuePtr {
+                    if let Some(p) = crate::vlog::Ptr::decode(v) {
+                        *garbage.entry(p.file).or_insert(0) += p.len;
+                    }
+                }
+            };
             for (s, k, v) in versions.drain(..) {
                 let stripe = snaps.partition_point(|&x| x < s);
                 if stripe == last_stripe {
+                    dead(k, &v);
                     continue;
                 }
                 last_stripe = stripe;
@@ -370,13 +550,29 @@ impl DbInner {
                     kept.pop();
                 }
             }
+            // Relocate kept values out of value log files being collected.
+            for (_, k, v) in kept.iter_mut() {
+                if *k != Kind::ValuePtr {
+                    continue;
+                }
+                let Some(p) = crate::vlog::Ptr::decode(v) else {
+                    continue;
+                };
+                if !relocate.contains(&p.file) {
+                    continue;
+                }
+                let value = crate::vlog::resolve(&lv.vlogs, &self.dir, v)?;
+                let np = vo.put(user, &value)?.to_vec();
+                dead(Kind::ValuePtr, v);
+                *v = np;
+            }
             if kept.is_empty() {
                 return Ok(());
             }
             if let Some((_, b)) = builder.as_ref() {
                 if b.estimated_size() >= target {
                     if let Some((no, b)) = builder.take() {
-                        let (fm, t) = finish_table(b, no, &self.cache)?;
+                        let (fm, t) = finish_table(b, no, &self.cache, self.dio.as_ref())?;
                         outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                     }
                 }
@@ -426,7 +622,7 @@ impl DbInner {
             }
             if let Some((no, b)) = builder.take() {
                 if b.num_entries() > 0 {
-                    let (fm, t) = finish_table(b, no, &self.cache)?;
+                    let (fm, t) = finish_table(b, no, &self.cache, self.dio.as_ref())?;
                     outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                 } else {
                     let p = b.path().to_path_buf();
@@ -445,9 +641,19 @@ impl DbInner {
             for f in &outputs {
                 let _ = std::fs::remove_file(&f.table.path);
             }
+            vo.abort();
             return Err(e);
         }
-        Ok(outputs)
+        let new_file = match finish_vlog(vo, &self.dir, self.dio.as_ref()) {
+            Ok(v) => v,
+            Err(e) => {
+                for f in &outputs {
+                    let _ = std::fs::remove_file(&f.table.path);
+                }
+                return Err(e);
+            }
+        };
+        Ok((outputs, VlogDelta { garbage, new_file }))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_SEQ};
 use crate::manifest::{self, EditOp, FileMeta, ManifestWriter, State, NUM_LEVELS};
 use crate::memtable::Memtable;
-use crate::options::{CfOptions, CfStats, DbOptions, Isolation, SyncMode};
+use crate::options::{CfOptions, CfStats, Compression, DbOptions, Isolation, SyncMode};
 use crate::sst::{self, Table, TableBuilder};
 use crate::wal::{self, WalWriter};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -33,6 +33,9 @@ pub(crate) struct FileHandle {
 pub(crate) struct Levels {
     pub levels: Vec<Vec<Arc<FileHandle>>>,
     pub max_seq: u64,
+    /// Value log files the tables of this version may point into. Holding a
+    /// version keeps them open (and on disk, see `VlogFile`).
+    pub vlogs: crate::vlog::VlogSet,
 }
 
 impl Levels {
@@ -40,6 +43,7 @@ impl Levels {
         Levels {
             levels: vec![Vec::new(); NUM_LEVELS],
             max_seq: 0,
+            vlogs: crate::vlog::VlogSet::new(),
         }
     }
     pub(crate) fn normalize(&mut self) {
@@ -173,6 +177,12 @@ pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 /// (column family id, user key).
 pub(crate) type LockKey = (u64, Vec<u8>);
 
+/// Conflict-check sequence of a key of a spilled write set: (cf, key) -> seq.
+pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + 'a;
+
+/// The `.prep` files of a prepared spilled write set: (cf, table).
+pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
+
 /// What a commit-queue request does.
 pub(crate) enum ReqKind {
     /// Ordinary commit: ops get a new sequence, become visible.
@@ -207,6 +217,9 @@ pub(crate) struct PreparedEntry {
     pub ops: Option<Vec<Op>>,
     /// A resolution is in flight.
     pub resolving: bool,
+    /// Prepared spilled write set: its durable `.prep` files (cf, table);
+    /// empty for a prepare record in the WAL.
+    pub spill: Vec<(u64, Arc<Table>)>,
 }
 
 #[derive(Default)]
@@ -286,7 +299,15 @@ pub(crate) struct DbInner {
     pub prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub spill_threshold: std::sync::atomic::AtomicUsize,
+    /// `use_direct_reads` on and accepted by the filesystem.
+    pub dio: Option<Arc<crate::fsutil::DirectIo>>,
+    /// Garbage ratio (per mille) at which a value log file is collected.
+    pub vlog_gc_permille: AtomicU64,
 }
+
+/// Default garbage ratio at which a value log file's live values are
+/// relocated (`Db::set_vlog_gc_ratio`).
+pub const DEFAULT_VLOG_GC_RATIO: f64 = 0.5;
 
 /// Default write-set spill threshold (accounted in-memory bytes per txn).
 pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
@@ -471,7 +492,11 @@ impl Db {
                     .filter(|_| !e.resolving)
                     .map(|ops| PreparedTxn {
                         xid: x.clone(),
-                        writes: ops.len(),
+                        writes: if e.spill.is_empty() {
+                            ops.len()
+                        } else {
+                            e.keys.len()
+                        },
                     })
             })
             .collect();
@@ -497,12 +522,53 @@ impl Db {
         self.inner().wal_syncs.load(Ordering::Relaxed)
     }
 
+    /// Garbage ratio (0..=1, default 0.5) at which a value log file's live
+    /// values are relocated and the file reclaimed.
+    pub fn set_vlog_gc_ratio(&self, ratio: f64) {
+        let r = if ratio.is_finite() {
+            ratio.clamp(0.0, 1.0)
+        } else {
+            DEFAULT_VLOG_GC_RATIO
+        };
+        self.inner()
+            .vlog_gc_permille
+            .store((r * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    /// Runs value log garbage collection of `cf` now (the compaction threads
+    /// also do it when no compaction is due): files without pointers are
+    /// removed, tables pointing into files above the GC ratio are rewritten
+    /// with those values relocated. Returns the number of table rewrites.
+    pub fn gc_value_log(&self, cf: &Cf) -> Result<usize> {
+        let inner = self.inner();
+        inner.check_writable()?;
+        inner.check_cf(cf)?;
+        inner.gc_value_log(&cf.inner)
+    }
+
+    /// Whether reads use `O_DIRECT` (`DbOptions::use_direct_reads` and the
+    /// filesystem accepted it; `false` after a fallback to buffered reads).
+    pub fn direct_reads_active(&self) -> bool {
+        self.inner()
+            .dio
+            .as_ref()
+            .is_some_and(|d| d.enabled.load(Ordering::Relaxed))
+    }
+
+    /// Number of reads (table blocks, value log records) served with `O_DIRECT`.
+    pub fn direct_read_count(&self) -> u64 {
+        self.inner()
+            .dio
+            .as_ref()
+            .map_or(0, |d| d.reads.load(Ordering::Relaxed))
+    }
+
     /// Sets the write-set spill threshold of transactions begun from now on
     /// (accounted in-memory bytes of a txn's write set, see
     /// [`crate::Txn::write_set_bytes`]; default 32 MiB). A write set growing
     /// past it is written to sorted run files; such a transaction commits by
-    /// adding table files in one manifest edit (no WAL record) and cannot
-    /// be prepared (2PC).
+    /// adding table files in one manifest edit (no WAL record); its 2PC
+    /// prepare writes durable `.prep` files named in the manifest.
     pub fn set_spill_threshold(&self, bytes: usize) {
         self.inner()
             .spill_threshold
@@ -545,12 +611,25 @@ impl DbInner {
                     .or_else(|| sst::parse_table_name(n))
                     .or_else(|| crate::vlog::parse_vlog_name(n))
                     .or_else(|| crate::spill::parse_spill_name(n))
+                    .or_else(|| crate::spill::parse_prep_name(n))
                     .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
             })
             .max()
             .unwrap_or(0);
         let next_file = AtomicU64::new(state.next_file.max(max_on_disk + 1).max(1));
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
+        // O_DIRECT: on if asked for and the filesystem accepts it (probed on
+        // the LOCK file); otherwise reads stay buffered.
+        let dio = if opts.use_direct_reads {
+            crate::fsutil::open_direct(&dir.join("LOCK"))?.map(|_| {
+                Arc::new(crate::fsutil::DirectIo {
+                    enabled: AtomicBool::new(true),
+                    reads: AtomicU64::new(0),
+                })
+            })
+        } else {
+            None
+        };
 
         // Open tables.
         let mut cfs = BTreeMap::new();
@@ -558,12 +637,24 @@ impl DbInner {
             let mut levels = Levels::new();
             for (lvl, files) in meta.levels.iter().enumerate() {
                 for fm in files {
-                    let t =
-                        Table::open(sst::table_path(dir, fm.file_no), fm.file_no, cache.clone())?;
+                    let t = Table::open_with(
+                        sst::table_path(dir, fm.file_no),
+                        fm.file_no,
+                        cache.clone(),
+                        dio.as_ref(),
+                    )?;
                     levels.levels[lvl].push(Arc::new(FileHandle {
                         meta: fm.clone(),
                         table: Arc::new(t),
                     }));
+                }
+            }
+            for (no, v) in &state.vlog_files {
+                if v.cf == *id {
+                    levels.vlogs.insert(
+                        *no,
+                        Arc::new(crate::vlog::VlogFile::open(dir, *no, dio.as_ref())?),
+                    );
                 }
             }
             levels.normalize();
@@ -633,12 +724,25 @@ impl DbInner {
                 continue;
             }
             let no = next_file.fetch_add(1, Ordering::SeqCst);
-            let (fm, table) = build_table(dir, no, &cf.opts, &mem, &cache, &[])?;
+            let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
+            let (fm, table, vlog) =
+                build_table(dir, no, &cf.opts, &mem, &cache, &[], dio.as_ref(), &alloc)?;
             if let Some(m) = state.cfs.get_mut(id) {
                 m.levels[0].push(fm.clone());
                 m.flushed_seq = m.flushed_seq.max(mem.max_seq());
             }
             let mut levels = (*cf.current().levels).clone();
+            if let Some((vf, size)) = vlog {
+                state.vlog_files.insert(
+                    vf.no,
+                    manifest::VlogMeta {
+                        cf: *id,
+                        size,
+                        garbage: 0,
+                    },
+                );
+                levels.vlogs.insert(vf.no, vf);
+            }
             levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
             levels.normalize();
             *cf.sv.write() = Arc::new(SuperVersion {
@@ -676,6 +780,14 @@ impl DbInner {
         for n in &names {
             let remove = if let Some(no) = sst::parse_table_name(n) {
                 !live.contains(&no)
+            } else if let Some(no) = crate::vlog::parse_vlog_name(n) {
+                !state.vlog_files.contains_key(&no)
+            } else if let Some(no) = crate::spill::parse_prep_name(n) {
+                !state
+                    .prepared_spills
+                    .values()
+                    .flatten()
+                    .any(|(_, f)| *f == no)
             } else if wal::parse_segment_name(n).is_some()
                 || crate::spill::parse_spill_name(n).is_some()
             {
@@ -690,6 +802,16 @@ impl DbInner {
             }
         }
         let _ = old_manifest;
+        // Prepared spilled write sets (manifest): reopen their files.
+        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles)> = Vec::new();
+        for (xid, files) in &state.prepared_spills {
+            let mut v = Vec::new();
+            for (cf, no) in files {
+                let t = Table::open(crate::spill::prep_path(dir, *no), *no, cache.clone())?;
+                v.push((*cf, Arc::new(t)));
+            }
+            spilled_prepares.push((xid.clone(), v));
+        }
 
         let cur_file = w.file.clone();
         let inner = Arc::new(DbInner {
@@ -733,6 +855,8 @@ impl DbInner {
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
+            dio,
+            vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
         });
         // Recovered prepared transactions: registered, keys locked.
         {
@@ -762,6 +886,41 @@ impl DbInner {
                         keys,
                         ops: Some(ops),
                         resolving: false,
+                        spill: Vec::new(),
+                    },
+                );
+            }
+            for (xid, spill) in spilled_prepares {
+                let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
+                let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+                for (cf, t) in &spill {
+                    use crate::iter::InternalIterator;
+                    let mut it = crate::sst::TableIter::new(t.clone());
+                    it.seek_to_first();
+                    while it.valid() {
+                        inner.locks.lock(
+                            owner,
+                            *cf,
+                            it.user_key(),
+                            crate::lock::LockMode::Exclusive,
+                            Duration::ZERO,
+                            &never,
+                        )?;
+                        keys.push((*cf, it.user_key().to_vec()));
+                        it.next();
+                    }
+                    it.status()?;
+                }
+                p.keys.extend(keys.iter().cloned());
+                p.by_xid.insert(
+                    xid,
+                    PreparedEntry {
+                        owner,
+                        segment: u64::MAX,
+                        keys,
+                        ops: Some(Vec::new()),
+                        resolving: false,
+                        spill,
                     },
                 );
             }
@@ -971,6 +1130,10 @@ impl DbInner {
             let _ = std::fs::remove_file(&f.table.path);
             self.cache.evict_file(f.meta.file_no);
         }
+        // Value log files go when the last reader of the old version does.
+        for v in sv.levels.vlogs.values() {
+            v.mark_obsolete();
+        }
         *cf.sv.write() = Arc::new(SuperVersion {
             mem: Arc::new(Memtable::new()),
             imms: Vec::new(),
@@ -1031,11 +1194,10 @@ impl DbInner {
     /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
     pub(crate) fn get_raw(
         &self,
-        cf: &CfInner,
+        sv: &SuperVersion,
         key: &[u8],
         snap: u64,
     ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
-        let sv = cf.current();
         if let Some((s, v)) = sv.mem.get(key, snap) {
             return Ok(Some((s, v.kind, v.value.to_vec())));
         }
@@ -1056,16 +1218,24 @@ impl DbInner {
     }
 
     pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
-        match self.get_raw(cf, key, snap)? {
+        // One version for the lookup and the pointer: it keeps the value log
+        // file the pointer names alive.
+        let sv = cf.current();
+        match self.get_raw(&sv, key, snap)? {
             None => Ok(None),
             Some((_, Kind::Delete, _)) => Ok(None),
             Some((_, Kind::Put, v)) => Ok(Some(v)),
-            Some((_, Kind::ValuePtr, p)) => self.resolve_value(cf, &p).map(Some),
+            Some((_, Kind::ValuePtr, p)) => {
+                crate::vlog::resolve(&sv.levels.vlogs, &self.dir, &p).map(Some)
+            }
         }
     }
 
-    pub(crate) fn resolve_value(&self, _cf: &CfInner, ptr: &[u8]) -> Result<Vec<u8>> {
-        crate::vlog::read_pointer(&self.dir, ptr)
+    /// A resolver of value pointers through the value log files of `levels`
+    /// (held by the resolver, so they stay readable while it lives).
+    pub(crate) fn resolver(&self, levels: Arc<Levels>) -> Arc<crate::iter::ValueResolver> {
+        let dir = self.dir.clone();
+        Arc::new(move |p: &[u8]| crate::vlog::resolve(&levels.vlogs, &dir, p))
     }
 
     /// Sequence of the newest version of `key` if it is newer than `snap`.
@@ -1115,14 +1285,16 @@ impl DbInner {
     pub(crate) fn commit_spilled(
         &self,
         mut parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)>,
-        check: &dyn Fn(u64, &[u8]) -> u64,
+        check: Option<&CheckSeq<'_>>,
+        extra: Vec<EditOp>,
     ) -> Result<u64> {
         self.check_writable()?;
         let _fl = self.flush_lock.lock();
         let mut w = self.write.lock();
         self.check_writable()?;
-        // 1. Conflicts (first committer wins; prepared keys).
-        {
+        // 1. Conflicts (first committer wins; prepared keys). None: commit of
+        // a prepared write set (checked at prepare).
+        if let Some(check) = check {
             let prep = self.prepared.lock();
             for (cf, it) in parts.iter_mut() {
                 if cf.dropped.load(Ordering::Acquire) {
@@ -1153,48 +1325,80 @@ impl DbInner {
         // 3. Write the tables.
         let seq = w.last_seq + 1;
         let mut built: Vec<(u64, FileMeta, Arc<Table>)> = Vec::new();
+        let mut vlogs: Vec<(u64, VlogOutFile)> = Vec::new();
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let r = (|| -> Result<()> {
             for (cf, it) in parts.iter_mut() {
                 let target = (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20);
                 let mut b: Option<TableBuilder> = None;
                 let mut no = 0;
-                it.seek_to_first();
-                while it.valid() {
-                    if b.is_none() {
-                        no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                        b = Some(TableBuilder::create(
-                            sst::table_path(&self.dir, no),
-                            cf.opts.block_size,
-                            cf.opts.compression,
-                            cf.opts.bloom_bits_per_key,
-                        )?);
-                    }
-                    if let Some(tb) = b.as_mut() {
-                        tb.add(it.key(), seq, it.kind(), it.value())?;
-                        if tb.estimated_size() >= target {
-                            if let Some(tb) = b.take() {
-                                let (fm, t) = finish_table(tb, no, &self.cache)?;
-                                built.push((cf.id, fm, t));
+                // Large values go to a value log, as in a flush.
+                let mut vo = crate::vlog::VlogOut::new(
+                    &self.dir,
+                    &alloc,
+                    cf.opts.value_separation_threshold,
+                );
+                let r = (|| -> Result<()> {
+                    it.seek_to_first();
+                    while it.valid() {
+                        if b.is_none() {
+                            no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                            b = Some(TableBuilder::create(
+                                sst::table_path(&self.dir, no),
+                                cf.opts.block_size,
+                                cf.opts.compression,
+                                cf.opts.bloom_bits_per_key,
+                            )?);
+                        }
+                        if let Some(tb) = b.as_mut() {
+                            if it.kind() == Kind::Put && vo.separates(it.value()) {
+                                let p = vo.put(it.key(), it.value())?;
+                                tb.add(it.key(), seq, Kind::ValuePtr, p)?;
+                            } else {
+                                tb.add(it.key(), seq, it.kind(), it.value())?;
+                            }
+                            if tb.estimated_size() >= target {
+                                if let Some(tb) = b.take() {
+                                    let (fm, t) =
+                                        finish_table(tb, no, &self.cache, self.dio.as_ref())?;
+                                    built.push((cf.id, fm, t));
+                                }
                             }
                         }
+                        it.next();
                     }
-                    it.next();
+                    it.status()
+                })();
+                if let Err(e) = r {
+                    vo.abort();
+                    if let Some(tb) = b.take() {
+                        let p = tb.path().to_path_buf();
+                        drop(tb);
+                        let _ = std::fs::remove_file(p);
+                    }
+                    return Err(e);
                 }
-                it.status()?;
+                // The value log is durable before the tables pointing into it.
+                if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref())? {
+                    vlogs.push((cf.id, v));
+                }
                 if let Some(tb) = b.take() {
-                    let (fm, t) = finish_table(tb, no, &self.cache)?;
+                    let (fm, t) = finish_table(tb, no, &self.cache, self.dio.as_ref())?;
                     built.push((cf.id, fm, t));
                 }
             }
             Ok(())
         })();
-        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)]| {
+        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)], vlogs: &[(u64, VlogOutFile)]| {
             for (_, fm, _) in built {
                 let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
             }
+            for (_, (vf, _)) in vlogs {
+                vf.mark_obsolete();
+            }
         };
         if let Err(e) = r {
-            cleanup(&built);
+            cleanup(&built, &vlogs);
             return Err(e);
         }
         // 4. The commit point: one manifest edit.
@@ -1205,10 +1409,17 @@ impl DbInner {
                 .iter()
                 .find(|(c, _)| c.dropped.load(Ordering::Acquire))
             {
-                cleanup(&built);
+                cleanup(&built, &vlogs);
                 return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
             }
             let mut ops = Vec::new();
+            for (cf, (vf, size)) in &vlogs {
+                ops.push(EditOp::VlogAdd {
+                    cf: *cf,
+                    file_no: vf.no,
+                    size: *size,
+                });
+            }
             for (cf, fm, _) in &built {
                 ops.push(EditOp::AddFile {
                     cf: *cf,
@@ -1221,8 +1432,9 @@ impl DbInner {
             }
             ops.push(EditOp::LastSeq(seq));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+            ops.extend(extra);
             if let Err(e) = self.apply_manifest(mw, st, &ops) {
-                cleanup(&built);
+                cleanup(&built, &vlogs);
                 return Err(e);
             }
             // 5. Install and publish.
@@ -1235,6 +1447,11 @@ impl DbInner {
                             meta: fm.clone(),
                             table: t.clone(),
                         }));
+                    }
+                }
+                for (id, (vf, _)) in &vlogs {
+                    if *id == cf.id {
+                        levels.vlogs.insert(vf.no, vf.clone());
                     }
                 }
                 levels.normalize();
@@ -1271,6 +1488,13 @@ impl DbInner {
                         .into(),
                 ));
             };
+            if !e.spill.is_empty() {
+                let (owner, keys) = (e.owner, e.keys.clone());
+                drop(p);
+                self.resolve_spilled(xid, commit)?;
+                self.locks.unlock_all(owner, &keys);
+                return Ok(());
+            }
             e.resolving = true;
             (e.owner, e.keys.clone(), ops)
         };
@@ -1294,6 +1518,179 @@ impl DbInner {
             }
         }
         r.map(|_| ())
+    }
+
+    /// Phase one of 2PC for a spilled write set (`parts`: per column family
+    /// the merged write set, as for `commit_spilled`; keys already locked by
+    /// the caller). Under the commit write lock: xid unused, conflict check
+    /// of every key while writing it to a durable `.prep` file per column
+    /// family (fsynced), then one manifest edit `PrepareSpilled` (the
+    /// prepare point), then registration (keys conflict for other commits).
+    pub(crate) fn prepare_spilled(
+        &self,
+        xid: &[u8],
+        owner: u64,
+        mut parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)>,
+        check: &dyn Fn(u64, &[u8]) -> u64,
+    ) -> Result<()> {
+        self.check_writable()?;
+        let w = self.write.lock();
+        self.check_writable()?;
+        let mut files: Vec<(u64, Arc<Table>)> = Vec::new();
+        let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut cur: Option<PathBuf> = None;
+        let r = (|| -> Result<()> {
+            let prep = self.prepared.lock();
+            if prep.by_xid.contains_key(xid) {
+                return Err(Error::InvalidArgument("xid is already prepared".into()));
+            }
+            for (cf, it) in parts.iter_mut() {
+                if cf.dropped.load(Ordering::Acquire) {
+                    return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+                }
+                let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                let path = crate::spill::prep_path(&self.dir, no);
+                cur = Some(path.clone());
+                let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
+                it.seek_to_first();
+                while it.valid() {
+                    let k = it.key();
+                    if prep.keys.contains(&(cf.id, k.to_vec()))
+                        || self.newer_than(cf, k, check(cf.id, k))?
+                    {
+                        return Err(Error::Conflict);
+                    }
+                    b.add(k, 1, it.kind(), it.value())?;
+                    keys.push((cf.id, k.to_vec()));
+                    it.next();
+                }
+                it.status()?;
+                if b.num_entries() == 0 {
+                    drop(b);
+                    let _ = std::fs::remove_file(&path);
+                    cur = None;
+                    continue;
+                }
+                b.finish()?;
+                let t = Table::open(path, no, self.cache.clone())?;
+                cur = None;
+                files.push((cf.id, Arc::new(t)));
+            }
+            Ok(())
+        })();
+        let cleanup = |files: &[(u64, Arc<Table>)], cur: &Option<PathBuf>| {
+            for (_, t) in files {
+                let _ = std::fs::remove_file(&t.path);
+            }
+            if let Some(p) = cur {
+                let _ = std::fs::remove_file(p);
+            }
+        };
+        if let Err(e) = r {
+            cleanup(&files, &cur);
+            return Err(e);
+        }
+        {
+            let mut m = self.manifest.lock();
+            let (mw, st) = &mut *m;
+            let op = EditOp::PrepareSpilled {
+                xid: xid.to_vec(),
+                files: files.iter().map(|(cf, t)| (*cf, t.file_no)).collect(),
+            };
+            if let Err(e) = self.apply_manifest(mw, st, &[op]) {
+                cleanup(&files, &None);
+                return Err(e);
+            }
+        }
+        let mut p = self.prepared.lock();
+        p.keys.extend(keys.iter().cloned());
+        p.by_xid.insert(
+            xid.to_vec(),
+            PreparedEntry {
+                owner,
+                segment: u64::MAX,
+                keys,
+                ops: None,
+                resolving: false,
+                spill: files,
+            },
+        );
+        drop(w);
+        Ok(())
+    }
+
+    /// True if `xid` is a prepared spilled write set.
+    pub(crate) fn is_spilled_prepare(&self, xid: &[u8]) -> bool {
+        self.prepared
+            .lock()
+            .by_xid
+            .get(xid)
+            .is_some_and(|e| !e.spill.is_empty())
+    }
+
+    /// Resolves a prepared spilled write set: commit streams its `.prep`
+    /// files into L0 tables at a new sequence (`commit_spilled` without a
+    /// conflict check) with `ResolveSpilled` in the same manifest edit;
+    /// rollback is a manifest edit `ResolveSpilled`. Then unregisters it and
+    /// deletes its files. Locks are the caller's to release.
+    pub(crate) fn resolve_spilled(&self, xid: &[u8], commit: bool) -> Result<()> {
+        self.check_writable()?;
+        let spill = {
+            let mut p = self.prepared.lock();
+            match p.by_xid.get_mut(xid) {
+                Some(e) if !e.resolving && !e.spill.is_empty() => {
+                    e.resolving = true;
+                    e.spill.clone()
+                }
+                _ => return Err(Error::UnknownXid(xid.to_vec())),
+            }
+        };
+        let r = if commit {
+            let cfs = self.cfs.read().clone();
+            // Column families dropped since the prepare are skipped.
+            let parts: Vec<(Arc<CfInner>, crate::iter::MergeIter)> = spill
+                .iter()
+                .filter_map(|(cf, t)| {
+                    let c = cfs.get(cf).filter(|c| !c.dropped.load(Ordering::Acquire))?;
+                    let src = crate::iter::Source::new(
+                        Box::new(crate::sst::TableIter::new(t.clone())),
+                        MAX_SEQ,
+                    );
+                    Some((
+                        c.clone(),
+                        crate::iter::MergeIter::new(vec![src], None, None, None).keep_deletes(),
+                    ))
+                })
+                .collect();
+            self.commit_spilled(parts, None, vec![EditOp::ResolveSpilled(xid.to_vec())])
+                .map(|_| ())
+        } else {
+            let mut m = self.manifest.lock();
+            let (mw, st) = &mut *m;
+            self.apply_manifest(mw, st, &[EditOp::ResolveSpilled(xid.to_vec())])
+        };
+        let mut p = self.prepared.lock();
+        match r {
+            Ok(()) => {
+                if let Some(e) = p.by_xid.remove(xid) {
+                    for k in &e.keys {
+                        p.keys.remove(k);
+                    }
+                }
+                drop(p);
+                for (_, t) in &spill {
+                    let _ = std::fs::remove_file(&t.path);
+                    self.cache.evict_file(t.file_no);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(en) = p.by_xid.get_mut(xid) {
+                    en.resolving = false;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Queues a request for the group-commit leader; returns its sequence
@@ -1563,6 +1960,7 @@ impl DbInner {
                         keys,
                         ops: None,
                         resolving: false,
+                        spill: Vec::new(),
                     },
                 );
             }
@@ -1687,6 +2085,7 @@ impl DbInner {
             return Ok(false);
         }
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let built = if imm.is_empty() {
             None
         } else {
@@ -1700,19 +2099,34 @@ impl DbInner {
                 &imm,
                 &self.cache,
                 &snaps,
+                self.dio.as_ref(),
+                &alloc,
             )?)
         };
         {
             let mut m = self.manifest.lock();
             let (w, st) = &mut *m;
-            if cf.dropped.load(Ordering::Acquire) {
-                if let Some((fm, _)) = &built {
+            let discard = |built: &Option<(FileMeta, Arc<Table>, Option<VlogOutFile>)>| {
+                if let Some((fm, _, v)) = built {
                     let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
+                    if let Some((vf, _)) = v {
+                        vf.mark_obsolete();
+                    }
                 }
+            };
+            if cf.dropped.load(Ordering::Acquire) {
+                discard(&built);
                 return Ok(false);
             }
             let mut ops = Vec::new();
-            if let Some((fm, _)) = &built {
+            if let Some((fm, _, v)) = &built {
+                if let Some((vf, size)) = v {
+                    ops.push(EditOp::VlogAdd {
+                        cf: cf.id,
+                        file_no: vf.no,
+                        size: *size,
+                    });
+                }
                 ops.push(EditOp::AddFile {
                     cf: cf.id,
                     level: 0,
@@ -1722,10 +2136,16 @@ impl DbInner {
             ops.push(EditOp::FlushedSeq(cf.id, imm.max_seq()));
             ops.push(EditOp::LastSeq(self.visible_seq.load(Ordering::Acquire)));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
-            self.apply_manifest(w, st, &ops)?;
+            if let Err(e) = self.apply_manifest(w, st, &ops) {
+                discard(&built);
+                return Err(e);
+            }
             let mut g = cf.sv.write();
             let mut levels = (*g.levels).clone();
-            if let Some((fm, t)) = built {
+            if let Some((fm, t, v)) = built {
+                if let Some((vf, _)) = v {
+                    levels.vlogs.insert(vf.no, vf);
+                }
                 levels.levels[0].push(Arc::new(FileHandle { meta: fm, table: t }));
             }
             levels.normalize();
@@ -1820,6 +2240,16 @@ impl DbInner {
             st.approx_bytes += m.size() as u64;
         }
         st.memtable_bytes += sv.imms.iter().map(|m| m.size() as u64).sum::<u64>();
+        {
+            let m = self.manifest.lock();
+            for (n, v) in &m.1.vlog_files {
+                if sv.levels.vlogs.contains_key(n) {
+                    st.vlog_files += 1;
+                    st.vlog_bytes += v.size;
+                    st.vlog_garbage_bytes += v.garbage;
+                }
+            }
+        }
         for l in &sv.levels.levels {
             st.files_per_level.push(l.len() as u64);
             st.bytes_per_level
@@ -1915,12 +2345,35 @@ impl DbInner {
     }
 }
 
-/// Writes `mem` to a new table file `no`.
-/// Writes a memtable as a table file, keeping of each key only the newest
-/// version per snapshot stripe, as compaction does (`snaps`: the live
-/// snapshots, ascending): versions no reader can see do not reach the disk,
-/// so a row updated many times costs reads one version, not all of them.
-/// Tombstones stay (older files may hold the key).
+/// A value log file written by a job, opened, with its size.
+pub(crate) type VlogOutFile = (Arc<crate::vlog::VlogFile>, u64);
+
+/// Finishes (fsyncs) the value log of a job and opens it for reading.
+pub(crate) fn finish_vlog(
+    vo: crate::vlog::VlogOut<'_>,
+    dir: &Path,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+) -> Result<Option<VlogOutFile>> {
+    match vo.finish()? {
+        None => Ok(None),
+        Some((no, size)) => match crate::vlog::VlogFile::open(dir, no, dio) {
+            Ok(f) => Ok(Some((Arc::new(f), size))),
+            Err(e) => {
+                let _ = std::fs::remove_file(crate::vlog::vlog_path(dir, no));
+                Err(e)
+            }
+        },
+    }
+}
+
+/// Writes `mem` to a new table file `no`; values of at least the column
+/// family's separation threshold go to a new value log file (numbered by
+/// `alloc`), fsynced before the table. Of each key only the newest version per
+/// snapshot stripe is kept, as compaction does (`snaps`: the live snapshots,
+/// ascending): versions no reader can see do not reach the disk, so a row
+/// updated many times costs reads one version, not all of them. Tombstones stay
+/// (older files may hold the key).
+#[allow(clippy::too_many_arguments)] // each is a distinct input of one flush
 pub(crate) fn build_table(
     dir: &Path,
     no: u64,
@@ -1928,7 +2381,9 @@ pub(crate) fn build_table(
     mem: &Memtable,
     cache: &Arc<BlockCache>,
     snaps: &[u64],
-) -> Result<(FileMeta, Arc<Table>)> {
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    alloc: &dyn Fn() -> u64,
+) -> Result<(FileMeta, Arc<Table>, Option<VlogOutFile>)> {
     let path = sst::table_path(dir, no);
     let mut b = TableBuilder::create(
         path.clone(),
@@ -1936,6 +2391,7 @@ pub(crate) fn build_table(
         opts.compression,
         opts.bloom_bits_per_key,
     )?;
+    let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
     // Versions come newest first within a key.
     let mut last: Option<(Vec<u8>, usize)> = None;
     let r = mem.for_each(|k, v| {
@@ -1946,29 +2402,54 @@ pub(crate) fn build_table(
                     return Ok(());
                 }
                 *st = stripe;
-                return b.add(&k.user, k.seq, v.kind, &v.value);
+            } else {
+                last = Some((k.user.clone(), stripe));
             }
+        } else {
+            last = Some((k.user.clone(), stripe));
         }
-        last = Some((k.user.clone(), stripe));
-        b.add(&k.user, k.seq, v.kind, &v.value)
+        if v.kind == Kind::Put && vo.separates(&v.value) {
+            let p = vo.put(&k.user, &v.value)?;
+            b.add(&k.user, k.seq, Kind::ValuePtr, p)
+        } else {
+            b.add(&k.user, k.seq, v.kind, &v.value)
+        }
     });
     if let Err(e) = r {
         drop(b);
+        vo.abort();
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
-    finish_table(b, no, cache)
+    let vlog = match finish_vlog(vo, dir, dio) {
+        Ok(v) => v,
+        Err(e) => {
+            drop(b);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
+    };
+    match finish_table(b, no, cache, dio) {
+        Ok((fm, t)) => Ok((fm, t, vlog)),
+        Err(e) => {
+            if let Some((vf, _)) = vlog {
+                vf.mark_obsolete();
+            }
+            Err(e)
+        }
+    }
 }
 
 pub(crate) fn finish_table(
     b: TableBuilder,
     no: u64,
     cache: &Arc<BlockCache>,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = b.path().to_path_buf();
     let (size, props) = b.finish()?;
     crate::metrics::TABLE_BYTES.add(size);
-    let t = Table::open(path, no, cache.clone())?;
+    let t = Table::open_with(path, no, cache.clone(), dio)?;
     let fm = FileMeta {
         file_no: no,
         size,

@@ -207,6 +207,11 @@ impl MergeIter {
         self.kind
     }
 
+    /// Replaces the value pointer resolver (sources rebuilt on a newer version).
+    pub(crate) fn set_resolver(&mut self, r: std::sync::Arc<ValueResolver>) {
+        self.resolver = Some(r);
+    }
+
     pub(crate) fn sources_mut(&mut self) -> &mut Vec<Source> {
         &mut self.sources
     }

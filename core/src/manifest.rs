@@ -23,7 +23,15 @@
 //! | 8   | NextFile    | n (next file number to allocate) |
 //! | 9   | NextCfId    | n |
 //! | 10  | Prepared    | xid, wal segment number (phase 2: a prepared txn pins its WAL segment) |
-//! | 11  | VlogFile    | file_no, 1 = add / 0 = remove (value log files, phase 2) |
+//! | 11  | VlogAdd     | cf, file_no, size (a value log file, `vlog.rs`, with `size` bytes of records, no garbage yet) |
+//! | 12  | VlogGarbage | file_no, bytes (add `bytes` to the file's garbage: records no table entry points to any more) |
+//! | 13  | VlogRemove  | file_no (garbage reached the size: no pointer left; the file is unlinked) |
+//! | 14  | PrepareSpilled | xid, count, (cf, file_no)* (2PC prepare of a spilled write set: its `.prep` files, see `spill.rs`) |
+//! | 15  | ResolveSpilled | xid (that prepare was committed, in the same edit as its tables, or rolled back) |
+//!
+//! `DropCf` also forgets the column family's value log files. An edit naming
+//! an unknown value log file in `VlogGarbage` / `VlogRemove` is ignored (its
+//! column family was dropped meanwhile).
 //!
 //! A new manifest is started with a full snapshot of the state at every open
 //! and when the current one grows past 4 MiB.
@@ -73,7 +81,26 @@ pub(crate) enum EditOp {
     LastSeq(u64),
     NextFile(u64),
     NextCfId(u64),
-    VlogFile(u64, bool),
+    VlogAdd {
+        cf: u64,
+        file_no: u64,
+        size: u64,
+    },
+    VlogGarbage(u64, u64),
+    VlogRemove(u64),
+    PrepareSpilled {
+        xid: Vec<u8>,
+        files: Vec<(u64, u64)>,
+    },
+    ResolveSpilled(Vec<u8>),
+}
+
+/// Manifest state of one value log file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VlogMeta {
+    pub cf: u64,
+    pub size: u64,
+    pub garbage: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -90,7 +117,9 @@ pub(crate) struct State {
     pub last_seq: u64,
     pub next_file: u64,
     pub next_cf_id: u64,
-    pub vlog_files: std::collections::BTreeSet<u64>,
+    pub vlog_files: BTreeMap<u64, VlogMeta>,
+    /// Unresolved 2PC prepares of spilled write sets: xid -> (cf, file).
+    pub prepared_spills: BTreeMap<Vec<u8>, Vec<(u64, u64)>>,
 }
 
 fn zigzag(v: i32) -> u64 {
@@ -175,10 +204,33 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 b.push(9);
                 put_varint(&mut b, *n);
             }
-            EditOp::VlogFile(n, add) => {
+            EditOp::VlogAdd { cf, file_no, size } => {
                 b.push(11);
+                put_varint(&mut b, *cf);
+                put_varint(&mut b, *file_no);
+                put_varint(&mut b, *size);
+            }
+            EditOp::VlogGarbage(n, bytes) => {
+                b.push(12);
                 put_varint(&mut b, *n);
-                b.push(u8::from(*add));
+                put_varint(&mut b, *bytes);
+            }
+            EditOp::VlogRemove(n) => {
+                b.push(13);
+                put_varint(&mut b, *n);
+            }
+            EditOp::PrepareSpilled { xid, files } => {
+                b.push(14);
+                put_bytes(&mut b, xid);
+                put_varint(&mut b, files.len() as u64);
+                for (cf, no) in files {
+                    put_varint(&mut b, *cf);
+                    put_varint(&mut b, *no);
+                }
+            }
+            EditOp::ResolveSpilled(xid) => {
+                b.push(15);
+                put_bytes(&mut b, xid);
             }
         }
     }
@@ -247,7 +299,26 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
             7 => EditOp::LastSeq(r.varint()?),
             8 => EditOp::NextFile(r.varint()?),
             9 => EditOp::NextCfId(r.varint()?),
-            11 => EditOp::VlogFile(r.varint()?, r.u8()? != 0),
+            11 => EditOp::VlogAdd {
+                cf: r.varint()?,
+                file_no: r.varint()?,
+                size: r.varint()?,
+            },
+            12 => EditOp::VlogGarbage(r.varint()?, r.varint()?),
+            13 => EditOp::VlogRemove(r.varint()?),
+            14 => {
+                let xid = r.len_prefixed()?.to_vec();
+                let n = r.varint_usize()?;
+                if n > r.remaining() {
+                    return None;
+                }
+                let mut files = Vec::with_capacity(n);
+                for _ in 0..n {
+                    files.push((r.varint()?, r.varint()?));
+                }
+                EditOp::PrepareSpilled { xid, files }
+            }
+            15 => EditOp::ResolveSpilled(r.len_prefixed()?.to_vec()),
             _ => return None,
         };
         ops.push(op);
@@ -280,6 +351,7 @@ impl State {
                 }
                 EditOp::DropCf(id) => {
                     self.cfs.remove(id);
+                    self.vlog_files.retain(|_, v| v.cf != *id);
                 }
                 EditOp::RenameCf(id, name) => match self.cfs.get_mut(id) {
                     Some(c) => c.name = name.clone(),
@@ -315,13 +387,41 @@ impl State {
                 EditOp::LastSeq(s) => self.last_seq = self.last_seq.max(*s),
                 EditOp::NextFile(n) => self.next_file = self.next_file.max(*n),
                 EditOp::NextCfId(n) => self.next_cf_id = self.next_cf_id.max(*n),
-                EditOp::VlogFile(n, add) => {
-                    if *add {
-                        self.vlog_files.insert(*n);
-                    } else {
-                        self.vlog_files.remove(n);
+                EditOp::VlogAdd { cf, file_no, size } => {
+                    if self.cfs.contains_key(cf) {
+                        if self.vlog_files.contains_key(file_no) {
+                            return Err(format!("duplicate value log file {file_no}"));
+                        }
+                        self.vlog_files.insert(
+                            *file_no,
+                            VlogMeta {
+                                cf: *cf,
+                                size: *size,
+                                garbage: 0,
+                            },
+                        );
                     }
-                    self.next_file = self.next_file.max(n + 1);
+                    self.next_file = self.next_file.max(file_no + 1);
+                }
+                EditOp::VlogGarbage(n, bytes) => {
+                    if let Some(v) = self.vlog_files.get_mut(n) {
+                        v.garbage = v.garbage.saturating_add(*bytes).min(v.size);
+                    }
+                }
+                EditOp::VlogRemove(n) => {
+                    self.vlog_files.remove(n);
+                }
+                EditOp::PrepareSpilled { xid, files } => {
+                    if self.prepared_spills.contains_key(xid) {
+                        return Err("xid is already prepared".to_string());
+                    }
+                    for (_, no) in files {
+                        self.next_file = self.next_file.max(no + 1);
+                    }
+                    self.prepared_spills.insert(xid.clone(), files.clone());
+                }
+                EditOp::ResolveSpilled(xid) => {
+                    self.prepared_spills.remove(xid);
                 }
             }
         }
@@ -351,8 +451,21 @@ impl State {
                 }
             }
         }
-        for v in &self.vlog_files {
-            ops.push(EditOp::VlogFile(*v, true));
+        for (n, v) in &self.vlog_files {
+            ops.push(EditOp::VlogAdd {
+                cf: v.cf,
+                file_no: *n,
+                size: v.size,
+            });
+            if v.garbage > 0 {
+                ops.push(EditOp::VlogGarbage(*n, v.garbage));
+            }
+        }
+        for (xid, files) in &self.prepared_spills {
+            ops.push(EditOp::PrepareSpilled {
+                xid: xid.clone(),
+                files: files.clone(),
+            });
         }
         ops
     }
@@ -520,6 +633,81 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(decode_edit(&enc[..cut]).is_none());
         }
+    }
+
+    #[test]
+    fn vlog_and_spilled_prepare_ops() {
+        let create = EditOp::CreateCf {
+            id: 1,
+            name: "t".into(),
+            opts: CfOptions::default(),
+        };
+        let ops = vec![
+            create,
+            EditOp::VlogAdd {
+                cf: 1,
+                file_no: 20,
+                size: 1000,
+            },
+            EditOp::VlogAdd {
+                cf: 1,
+                file_no: 21,
+                size: 500,
+            },
+            EditOp::VlogGarbage(20, 300),
+            EditOp::VlogGarbage(21, 100),
+            EditOp::VlogGarbage(99, 1),
+            EditOp::VlogRemove(21),
+            EditOp::PrepareSpilled {
+                xid: b"x".to_vec(),
+                files: vec![(1, 30), (1, 31)],
+            },
+            EditOp::PrepareSpilled {
+                xid: b"y".to_vec(),
+                files: vec![(1, 32)],
+            },
+            EditOp::ResolveSpilled(b"y".to_vec()),
+        ];
+        let dec = decode_edit(&encode_edit(&ops)).unwrap();
+        let mut st = State::default();
+        st.apply(&dec).unwrap();
+        assert_eq!(
+            st.vlog_files.get(&20),
+            Some(&VlogMeta {
+                cf: 1,
+                size: 1000,
+                garbage: 300
+            })
+        );
+        assert!(!st.vlog_files.contains_key(&21));
+        assert_eq!(st.prepared_spills.len(), 1);
+        assert_eq!(st.prepared_spills[&b"x".to_vec()], vec![(1, 30), (1, 31)]);
+        assert_eq!(st.next_file, 33);
+        // Duplicates are rejected.
+        assert!(st
+            .clone()
+            .apply(&[EditOp::VlogAdd {
+                cf: 1,
+                file_no: 20,
+                size: 1
+            }])
+            .is_err());
+        assert!(st
+            .clone()
+            .apply(&[EditOp::PrepareSpilled {
+                xid: b"x".to_vec(),
+                files: vec![]
+            }])
+            .is_err());
+        // A snapshot rebuilds the same state.
+        let mut st2 = State::default();
+        st2.apply(&decode_edit(&encode_edit(&st.snapshot_ops())).unwrap())
+            .unwrap();
+        assert_eq!(st2.vlog_files, st.vlog_files);
+        assert_eq!(st2.prepared_spills, st.prepared_spills);
+        // Dropping the column family forgets its value log files.
+        st.apply(&[EditOp::DropCf(1)]).unwrap();
+        assert!(st.vlog_files.is_empty());
     }
 
     #[test]

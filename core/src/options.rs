@@ -39,7 +39,10 @@ pub struct DbOptions {
     pub block_cache_size: usize,
     /// Number of background compaction threads (flush has its own thread). Min 1.
     pub background_threads: usize,
-    /// Currently ignored (reads go through the page cache).
+    /// Read table blocks and value log records with `O_DIRECT` (aligned
+    /// reads that bypass the OS page cache; the block cache still applies).
+    /// If the filesystem refuses `O_DIRECT` (`EINVAL` at open or read), reads
+    /// silently fall back to the page cache; `Db::direct_reads_active` tells.
     pub use_direct_reads: bool,
 }
 
@@ -70,7 +73,9 @@ pub struct CfOptions {
     pub bloom_bits_per_key: u32,
     /// Target uncompressed size of a data block.
     pub block_size: usize,
-    /// Values of at least this many bytes go to the value log (phase 2; `None` = never).
+    /// Values of at least this many bytes are stored in value log files
+    /// (separated when the memtable is flushed; tables hold a pointer).
+    /// `None` = never.
     pub value_separation_threshold: Option<usize>,
 }
 
@@ -119,4 +124,10 @@ pub struct CfStats {
     pub pending_compaction_bytes: u64,
     /// File names (in the database directory) of the table files per level.
     pub file_names_per_level: Vec<Vec<String>>,
+    /// Value log files of the current version.
+    pub vlog_files: u64,
+    /// Bytes of those files (on disk).
+    pub vlog_bytes: u64,
+    /// Bytes of their records no table points to any more (reclaimed by GC).
+    pub vlog_garbage_bytes: u64,
 }

@@ -14,6 +14,16 @@
 //! A run carries a *limit*: entries with an op above it were rolled back
 //! (`rollback_to` lowers the limit instead of rewriting the file; runs made
 //! entirely after the savepoint are dropped).
+//!
+//! ## Prepared spilled write sets
+//! `Txn::prepare` of a spilled write set writes, per column family, the
+//! merged write set (newest own version of each key, tombstones kept, whole
+//! values) to `NNNNNN.prep`: the same table format, every entry at sequence
+//! 1, 64 KiB blocks, no compression, bloom 10 bits/key, *fsynced*. The files
+//! are named in the manifest (`PrepareSpilled {xid, (cf, file)*}`) and live
+//! until the xid is resolved (`ResolveSpilled`), across restarts: at open
+//! they are reopened, their keys locked, and the xid is listed by
+//! `Db::recover_prepared`. Unreferenced `.prep` files are deleted at open.
 
 use crate::cache::BlockCache;
 use crate::error::Result;
@@ -28,6 +38,18 @@ use std::sync::Arc;
 
 pub(crate) fn spill_path(dir: &Path, no: u64) -> PathBuf {
     dir.join(format!("{no:06}.spill"))
+}
+
+pub(crate) fn prep_path(dir: &Path, no: u64) -> PathBuf {
+    dir.join(format!("{no:06}.prep"))
+}
+
+pub(crate) fn parse_prep_name(name: &str) -> Option<u64> {
+    let stem = name.strip_suffix(".prep")?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
 }
 
 pub(crate) fn parse_spill_name(name: &str) -> Option<u64> {

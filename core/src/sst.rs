@@ -34,7 +34,10 @@
 //!
 //! *Props block*: varints `num_entries, num_deletes, min_seq, max_seq,
 //! raw_key_bytes, raw_value_bytes, num_data_blocks`, then len-prefixed
-//! `smallest` and `largest` encoded internal keys.
+//! `smallest` and `largest` encoded internal keys, then (optional: absent in
+//! tables without value pointers) `count: varint` and `count` varints: the
+//! numbers of the value log files its pointers (kind 2 entries, value =
+//! pointer, see `vlog.rs`) refer to, ascending.
 //!
 //! *Footer* (64 bytes): `filter_off, filter_len, index_off, index_len,
 //! props_off, props_len` (u64 LE each; lengths exclude trailers), `version: u32
@@ -330,6 +333,8 @@ pub(crate) struct Props {
     pub num_blocks: u64,
     pub smallest: Vec<u8>,
     pub largest: Vec<u8>,
+    /// Value log files referenced by the table's pointers (ascending).
+    pub vlog_refs: Vec<u64>,
 }
 
 impl Props {
@@ -348,11 +353,17 @@ impl Props {
         }
         crate::coding::put_bytes(&mut b, &self.smallest);
         crate::coding::put_bytes(&mut b, &self.largest);
+        if !self.vlog_refs.is_empty() {
+            put_varint(&mut b, self.vlog_refs.len() as u64);
+            for v in &self.vlog_refs {
+                put_varint(&mut b, *v);
+            }
+        }
         b
     }
     pub(crate) fn decode(b: &[u8]) -> Option<Props> {
         let mut r = Reader::new(b);
-        Some(Props {
+        let mut p = Props {
             num_entries: r.varint()?,
             num_deletes: r.varint()?,
             min_seq: r.varint()?,
@@ -362,7 +373,21 @@ impl Props {
             num_blocks: r.varint()?,
             smallest: r.len_prefixed()?.to_vec(),
             largest: r.len_prefixed()?.to_vec(),
-        })
+            vlog_refs: Vec::new(),
+        };
+        if !r.is_empty() {
+            let n = r.varint_usize()?;
+            if n > r.remaining() {
+                return None;
+            }
+            for _ in 0..n {
+                p.vlog_refs.push(r.varint()?);
+            }
+            if !r.is_empty() {
+                return None;
+            }
+        }
+        Some(p)
     }
     pub(crate) fn smallest_user(&self) -> &[u8] {
         decode_ikey(&self.smallest).map(|x| x.0).unwrap_or(&[])
@@ -388,6 +413,7 @@ pub(crate) struct TableBuilder {
     hashes: Vec<u64>,
     props: Props,
     scratch: Vec<u8>,
+    vlog_refs: std::collections::BTreeSet<u64>,
 }
 
 impl TableBuilder {
@@ -419,6 +445,7 @@ impl TableBuilder {
                 ..Props::default()
             },
             scratch: Vec::new(),
+            vlog_refs: std::collections::BTreeSet::new(),
         })
     }
 
@@ -445,6 +472,11 @@ impl TableBuilder {
         self.props.num_entries += 1;
         if kind == Kind::Delete {
             self.props.num_deletes += 1;
+        }
+        if kind == Kind::ValuePtr {
+            if let Some(p) = crate::vlog::Ptr::decode(value) {
+                self.vlog_refs.insert(p.file);
+            }
         }
         self.props.min_seq = self.props.min_seq.min(seq);
         self.props.max_seq = self.props.max_seq.max(seq);
@@ -527,6 +559,7 @@ impl TableBuilder {
             self.props.min_seq = 0;
         }
         self.props.largest = self.last_key.clone();
+        self.props.vlog_refs = std::mem::take(&mut self.vlog_refs).into_iter().collect();
         let filter = bloom_build(&self.hashes, self.bloom_bits);
         let fh = self.write_block(&filter, Compression::None)?;
         let idx = self.index.finish();
@@ -569,6 +602,8 @@ pub(crate) struct Table {
     filter: Vec<u8>,
     pub props: Props,
     cache: Arc<BlockCache>,
+    /// `O_DIRECT` descriptor for data block reads (`use_direct_reads`).
+    direct: Option<(File, Arc<crate::fsutil::DirectIo>)>,
 }
 
 impl std::fmt::Debug for Table {
@@ -578,12 +613,22 @@ impl std::fmt::Debug for Table {
 }
 
 fn read_raw_block(file: &File, path: &Path, h: Handle, file_size: u64) -> Result<Vec<u8>> {
+    read_raw_block_with(file, None, path, h, file_size)
+}
+
+/// Reads, verifies and decompresses one block with one positioned read
+/// (`O_DIRECT` through `direct` when given).
+fn read_raw_block_with(
+    file: &File,
+    direct: Option<(&File, &crate::fsutil::DirectIo)>,
+    path: &Path,
+    h: Handle,
+    file_size: u64,
+) -> Result<Vec<u8>> {
     if h.len > MAX_BLOCK || h.off.saturating_add(h.len + TRAILER as u64) > file_size {
         return Err(Error::corruption(path, h.off, "block handle out of range"));
     }
-    let mut buf = vec![0u8; h.len as usize + TRAILER];
-    file.read_exact_at(&mut buf, h.off)
-        .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
+    let mut buf = crate::fsutil::read_at(file, direct, h.off, h.len as usize + TRAILER, path)?;
     let n = h.len as usize;
     let typ = buf[n];
     let expected = u32_at(&buf, n + 1).unwrap_or(0);
@@ -628,6 +673,17 @@ fn read_raw_block(file: &File, path: &Path, h: Handle, file_size: u64) -> Result
 
 impl Table {
     pub(crate) fn open(path: PathBuf, file_no: u64, cache: Arc<BlockCache>) -> Result<Table> {
+        Table::open_with(path, file_no, cache, None)
+    }
+
+    /// `open`; data blocks are read with `O_DIRECT` if `dio` is given and the
+    /// filesystem accepts it (else through the page cache).
+    pub(crate) fn open_with(
+        path: PathBuf,
+        file_no: u64,
+        cache: Arc<BlockCache>,
+        dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    ) -> Result<Table> {
         let file = File::open(&path)
             .map_err(|e| Error::io(format!("open table {}", path.display()), e))?;
         let size = file
@@ -686,6 +742,12 @@ impl Table {
                 return Err(Error::corruption(&path, ih.off, "index entry out of range"));
             }
         }
+        let direct = match dio {
+            Some(d) if d.enabled.load(std::sync::atomic::Ordering::Relaxed) => {
+                crate::fsutil::open_direct(&path)?.map(|f| (f, d.clone()))
+            }
+            _ => None,
+        };
         Ok(Table {
             file_no,
             path,
@@ -695,6 +757,7 @@ impl Table {
             filter,
             props,
             cache,
+            direct,
         })
     }
 
@@ -704,7 +767,13 @@ impl Table {
         if let Some(b) = self.cache.get(self.file_no, h.off) {
             return Ok(b);
         }
-        let raw = read_raw_block(&self.file, &self.path, h, self.size)?;
+        let raw = read_raw_block_with(
+            &self.file,
+            self.direct.as_ref().map(|(f, d)| (f, &**d)),
+            &self.path,
+            h,
+            self.size,
+        )?;
         let b = Arc::new(Block::decode(raw, &self.path, h.off)?);
         self.cache.insert(self.file_no, h.off, b.clone());
         Ok(b)

@@ -416,10 +416,9 @@ impl Txn {
             &opts.lower_bound,
             &opts.upper_bound,
         ));
-        let db = self.db.clone();
-        let cfi = cf.inner.clone();
-        let resolver: Arc<crate::iter::ValueResolver> =
-            Arc::new(move |p: &[u8]| db.resolve_value(&cfi, p));
+        // Pointers resolve through this version's value log files (kept
+        // alive by the resolver as long as the sources that may name them).
+        let resolver = self.db.resolver(sv.levels.clone());
         let latest = latest.then(|| LatestState {
             db: self.db.clone(),
             cf: cf.inner.clone(),
@@ -604,6 +603,15 @@ impl Txn {
         }
         self.done = true;
         if let Some(xid) = self.prepared.clone() {
+            if self.db.is_spilled_prepare(&xid) {
+                let r = self.db.resolve_spilled(&xid, true);
+                if r.is_err() {
+                    self.done = false;
+                    return r;
+                }
+                self.release_locks();
+                return r;
+            }
             let ops = self.collect_ops()?;
             let r = self
                 .db
@@ -637,6 +645,21 @@ impl Txn {
     /// listed by `Db::recover_prepared` at the next open).
     pub fn rollback(mut self) {
         if let Some(xid) = self.prepared.take() {
+            if self.db.is_spilled_prepare(&xid) {
+                if self.db.resolve_spilled(&xid, false).is_err() {
+                    // Still prepared durably: detach (keep the locks) so
+                    // Db::rollback_prepared can resolve it.
+                    if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
+                        e.ops = Some(Vec::new());
+                    }
+                    self.done = true;
+                    self.locks.clear();
+                    return;
+                }
+                self.done = true;
+                self.release_locks();
+                return;
+            }
             let _ = self.db.submit(
                 Vec::new(),
                 false,
@@ -662,6 +685,10 @@ impl Txn {
     ///
     /// On error (`Conflict`, `LockTimeout`, xid already in use, ...) the
     /// transaction stays active and unprepared.
+    ///
+    /// A spilled write set (see [`Txn::is_spilled`]) is written to durable
+    /// `.prep` files named by a manifest edit instead of a WAL record (the
+    /// commit write lock is held meanwhile, so other commits stall).
     pub fn prepare(&mut self, xid: &[u8]) -> Result<()> {
         if self.done {
             return Err(Error::TransactionDone);
@@ -671,12 +698,27 @@ impl Txn {
         if xid.is_empty() || xid.len() > 1024 {
             return Err(Error::InvalidArgument("xid length must be 1..=1024".into()));
         }
-        // Every written key (for a spilled write set: read back from its runs).
-        let keys: Vec<(Cf, Vec<u8>)> = self
-            .collect_ops()?
-            .into_iter()
-            .map(|(inner, op, _)| (Cf { inner }, op.key))
-            .collect();
+        if self.spilled {
+            return self.prepare_spilled(xid);
+        }
+        let keys: Vec<(Cf, Vec<u8>)> = {
+            let mut v = Vec::new();
+            for w in self.ws.values() {
+                let cf = Cf {
+                    inner: w.cf.clone(),
+                };
+                let mut last: Option<Vec<u8>> = None;
+                let mem = w.view.lock().mem.clone();
+                mem.for_each(|k, _| {
+                    if last.as_deref() != Some(k.user.as_slice()) {
+                        last = Some(k.user.clone());
+                        v.push((cf.clone(), k.user.clone()));
+                    }
+                    Ok(())
+                })?;
+            }
+            v
+        };
         let timeout = self.lock_timeout;
         for (cf, key) in &keys {
             self.lock(cf, key, LockMode::Exclusive, timeout)?;
@@ -803,6 +845,43 @@ impl Txn {
         self.live_writes
     }
 
+    /// Prepare of a spilled write set: locks every key (streaming the merged
+    /// write set), then `DbInner::prepare_spilled` writes it to durable
+    /// `.prep` files named by a manifest edit.
+    fn prepare_spilled(&mut self, xid: &[u8]) -> Result<()> {
+        let op = self.op.load(Ordering::SeqCst);
+        let merges = |ws: &BTreeMap<u64, WsCf>| -> Vec<(Arc<CfInner>, MergeIter)> {
+            ws.values()
+                .map(|w| {
+                    let v = w.view.lock();
+                    let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
+                    (w.cf.clone(), m)
+                })
+                .collect()
+        };
+        let timeout = self.lock_timeout;
+        for (cfi, mut it) in merges(&self.ws) {
+            let cf = Cf { inner: cfi };
+            it.seek_to_first();
+            while it.valid() {
+                let k = it.key().to_vec();
+                self.lock(&cf, &k, LockMode::Exclusive, timeout)?;
+                it.next();
+            }
+            it.status()?;
+        }
+        let parts = merges(&self.ws);
+        let snap = self.snap.seq;
+        let (locks, covered) = (&self.locks, &self.covered);
+        let buf = std::cell::RefCell::new(Vec::new());
+        let check = |cf: u64, key: &[u8]| -> u64 {
+            check_seq(locks, covered, &mut buf.borrow_mut(), cf, key, snap)
+        };
+        self.db.prepare_spilled(xid, self.id, parts, &check)?;
+        self.prepared = Some(xid.to_vec());
+        Ok(())
+    }
+
     /// Commit of a write set with spilled runs: streams the merge of runs and
     /// memory (newest version per key, tombstones kept) into table files
     /// installed by one manifest edit (see `DbInner::commit_spilled`).
@@ -820,13 +899,20 @@ impl Txn {
         let check = |cf: u64, key: &[u8]| -> u64 {
             check_seq(locks, covered, &mut buf.borrow_mut(), cf, key, snap)
         };
-        self.db.commit_spilled(parts, &check)
+        self.db.commit_spilled(parts, Some(&check), Vec::new())
     }
 }
 
 impl Drop for Txn {
     fn drop(&mut self) {
         if let (false, Some(xid)) = (self.done, self.prepared.take()) {
+            if self.spilled {
+                // Spilled: the write set is in the durable .prep files.
+                if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
+                    e.ops = Some(Vec::new());
+                    return;
+                }
+            }
             // Prepared and unresolved: detach (keep locks, keep the write set
             // in the database's registry) so `Db::commit_prepared` /
             // `rollback_prepared` can resolve it.
@@ -973,6 +1059,7 @@ impl TxnIter {
                 let srcs = self.merge.sources_mut();
                 srcs.truncate(self.ws_sources);
                 srcs.extend(fresh);
+                self.merge.set_resolver(l.db.resolver(sv.levels.clone()));
                 l.sv = sv;
                 self.snap = g;
             }

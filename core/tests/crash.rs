@@ -35,9 +35,18 @@ fn crash_child_entry() {
     let a = db
         .cf("a")
         .unwrap_or_else(|| db.create_cf("a", CfOptions::default()).unwrap());
-    let b = db
-        .cf("b")
-        .unwrap_or_else(|| db.create_cf("b", CfOptions::default()).unwrap());
+    // "b" separates its values (~108 bytes) into value log files, so the
+    // crash also hits flushes writing value logs.
+    let b = db.cf("b").unwrap_or_else(|| {
+        db.create_cf(
+            "b",
+            CfOptions {
+                value_separation_threshold: Some(64),
+                ..CfOptions::default()
+            },
+        )
+        .unwrap()
+    });
     let out = std::io::stdout();
     let mut n = start;
     // Several committer threads would also be fine; one keeps ACK order simple.
@@ -126,10 +135,8 @@ fn crash_kill9_recovery() {
             let mut present = 0;
             for j in 0..KEYS_PER_TXN {
                 let cf = if j % 2 == 0 { &a } else { &b };
-                if t.get(cf, format!("n{n:08}-{j}").as_bytes())
-                    .unwrap()
-                    .is_some()
-                {
+                if let Some(v) = t.get(cf, format!("n{n:08}-{j}").as_bytes()).unwrap() {
+                    assert_eq!(v, format!("{n}-{}", "v".repeat(100)).into_bytes());
                     present += 1;
                 }
             }

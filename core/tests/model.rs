@@ -142,10 +142,14 @@ fn check_iter(rng: &mut StdRng, a: &mut ActiveTxn, cf: &Cf) {
     }
 }
 
-fn run(seed: u64, steps: usize) {
+/// `sep`: value separation threshold of the column family (values of
+/// 6..56 bytes: with a small threshold about half go to the value log, so
+/// pointers go through flush, compaction, GC and reopen).
+fn run(seed: u64, steps: usize, sep: Option<usize>) {
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut db = Db::open(d.path(), opts()).unwrap();
+    db.set_vlog_gc_ratio(0.3);
     let mut cf = db
         .create_cf(
             "m",
@@ -156,6 +160,7 @@ fn run(seed: u64, steps: usize) {
                 } else {
                     Compression::None
                 },
+                value_separation_threshold: sep,
                 ..CfOptions::default()
             },
         )
@@ -264,13 +269,19 @@ fn run(seed: u64, steps: usize) {
                 active.take().unwrap().txn.rollback();
             }
             92..=94 => db.flush().unwrap(),
-            95..=96 => db.compact_range(&cf, None, None).unwrap(),
+            95..=96 => {
+                db.compact_range(&cf, None, None).unwrap();
+                if sep.is_some() && rng.gen_bool(0.5) {
+                    db.gc_value_log(&cf).unwrap();
+                }
+            }
             _ => {
                 // reopen (drops the active txn)
                 active = None;
                 db.close().unwrap();
                 drop(db);
                 db = Db::open(d.path(), opts()).unwrap();
+                db.set_vlog_gc_ratio(0.3);
                 cf = db.cf("m").unwrap();
             }
         }
@@ -294,6 +305,14 @@ fn run(seed: u64, steps: usize) {
 fn model_randomized() {
     let (seeds, steps) = if long() { (20, 60_000) } else { (4, 6_000) };
     for seed in 0..seeds {
-        run(seed, steps);
+        run(seed, steps, None);
+    }
+}
+
+#[test]
+fn model_randomized_value_log() {
+    let (seeds, steps) = if long() { (20, 60_000) } else { (3, 6_000) };
+    for seed in 100..100 + seeds {
+        run(seed, steps, Some(24));
     }
 }

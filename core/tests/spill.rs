@@ -438,3 +438,152 @@ fn spilled_commit_sigkill() {
     }
     eprintln!("sigkill rounds: {none} none, {all} all");
 }
+
+fn prep_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".prep")
+        })
+        .count()
+}
+
+/// Writes a spilled write set (5000 puts, every 7th value separated into
+/// the value log, 100 deletes of committed keys) and prepares it.
+fn spilled_prepare(db: &Db, cf: &Cf, xid: &[u8], tag: &str) -> Txn {
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.set_spill_threshold(64 << 10);
+    for i in 0..5000 {
+        let v = if i % 7 == 0 {
+            format!("{tag}-{i}-{}", "L".repeat(2000))
+        } else {
+            format!("{tag}-{i}")
+        };
+        t.put(cf, format!("k{i:05}").as_bytes(), v.as_bytes())
+            .unwrap();
+    }
+    for i in 0..100 {
+        t.delete(cf, format!("old{i:03}").as_bytes()).unwrap();
+    }
+    assert!(t.is_spilled());
+    t.prepare(xid).unwrap();
+    t
+}
+
+fn check_spilled_committed(db: &Db, cf: &Cf, tag: &str) {
+    let m = committed(db, cf);
+    assert_eq!(m.len(), 5000 + 100, "5000 new keys + old100..old199");
+    for i in (0..5000).step_by(13) {
+        let exp = if i % 7 == 0 {
+            format!("{tag}-{i}-{}", "L".repeat(2000))
+        } else {
+            format!("{tag}-{i}")
+        };
+        assert_eq!(m[format!("k{i:05}").as_bytes()], exp.as_bytes());
+    }
+    assert!(!m.contains_key(b"old000".as_slice()));
+    assert!(m.contains_key(b"old100".as_slice()));
+}
+
+/// 2PC of a spilled write set: prepare is durable (manifest + .prep files),
+/// survives a crash between prepare and commit, and resolves either way
+/// (through the Txn, or detached through Db::commit_prepared /
+/// rollback_prepared).
+#[test]
+fn spilled_prepare_crash_commit_rollback() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db
+        .create_cf(
+            "t",
+            CfOptions {
+                value_separation_threshold: Some(1024),
+                ..CfOptions::default()
+            },
+        )
+        .unwrap();
+    let mut s = db.begin(Isolation::RepeatableRead);
+    for i in 0..200 {
+        s.put(&cf, format!("old{i:03}").as_bytes(), b"o").unwrap();
+    }
+    s.commit().unwrap();
+    let t = spilled_prepare(&db, &cf, b"xs1", "one");
+    assert!(prep_files(d.path()) > 0);
+    // Invisible; keys locked and conflicting.
+    assert_eq!(committed(&db, &cf).len(), 200);
+    let mut o = db.begin(Isolation::RepeatableRead);
+    assert!(matches!(
+        o.lock(
+            &cf,
+            b"k00010",
+            LockMode::Exclusive,
+            std::time::Duration::from_millis(50)
+        ),
+        Err(Error::LockTimeout)
+    ));
+    drop(o);
+    // Crash between prepare and commit.
+    drop(t); // detach (a crash loses the Txn anyway)
+    let crashed = common::crash_copy(d.path());
+    {
+        let db2 = Db::open(crashed.path(), opts()).unwrap();
+        let cf2 = db2.cf("t").unwrap();
+        let rec = db2.recover_prepared();
+        assert_eq!(rec.len(), 1);
+        assert_eq!(rec[0].xid(), b"xs1");
+        assert_eq!(rec[0].write_count(), 5100);
+        assert_eq!(committed(&db2, &cf2).len(), 200);
+        // Keys still locked after recovery.
+        let mut o = db2.begin(Isolation::RepeatableRead);
+        assert!(o
+            .lock(
+                &cf2,
+                b"k04999",
+                LockMode::Exclusive,
+                std::time::Duration::from_millis(50)
+            )
+            .is_err());
+        drop(o);
+        db2.commit_prepared(b"xs1").unwrap();
+        assert!(matches!(
+            db2.commit_prepared(b"xs1"),
+            Err(Error::UnknownXid(_))
+        ));
+        check_spilled_committed(&db2, &cf2, "one");
+        assert_eq!(prep_files(crashed.path()), 0);
+        // Committed for good: survives a reopen (and a crash right after).
+        let after = common::crash_copy(crashed.path());
+        db2.close().unwrap();
+        let db3 = Db::open(after.path(), opts()).unwrap();
+        assert!(db3.recover_prepared().is_empty());
+        check_spilled_committed(&db3, &db3.cf("t").unwrap(), "one");
+    }
+    // The original database rolls the same prepare back instead.
+    assert_eq!(db.recover_prepared().len(), 1);
+    db.rollback_prepared(b"xs1").unwrap();
+    assert_eq!(prep_files(d.path()), 0);
+    assert_eq!(committed(&db, &cf).len(), 200);
+    // Through the Txn: rollback, then prepare + commit.
+    let t = spilled_prepare(&db, &cf, b"xs2", "two");
+    t.rollback();
+    assert_eq!(committed(&db, &cf).len(), 200);
+    assert_eq!(prep_files(d.path()), 0);
+    let t = spilled_prepare(&db, &cf, b"xs3", "three");
+    // A concurrent commit of a prepared key fails instead of overwriting.
+    let mut o = db.begin(Isolation::RepeatableRead);
+    o.put(&cf, b"k00001", b"x").unwrap();
+    assert!(o.commit().is_err());
+    t.commit().unwrap();
+    check_spilled_committed(&db, &cf, "three");
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(d.path(), opts()).unwrap();
+    assert!(db.recover_prepared().is_empty());
+    check_spilled_committed(&db, &db.cf("t").unwrap(), "three");
+    db.compact_range(&db.cf("t").unwrap(), None, None).unwrap();
+    check_spilled_committed(&db, &db.cf("t").unwrap(), "three");
+}
