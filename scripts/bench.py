@@ -893,9 +893,12 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
       "`tidesdb_sync_mode=INTERVAL`). The \"full durability\" insert run sets `=1`, `=1`, `FULL` (dynamic variables).")
     A("- page cache: %s. The machine has %s MiB of RAM, so the data (%d MiB of payload) stays in the OS page "
       "cache: \"beyond the block cache\" reads are memory reads, not disk reads, unless direct I/O is used "
-      "(`make bench BENCH_ARGS=--direct-io` sets `innodb_flush_method=O_DIRECT` and `rocksdb_use_direct_reads=ON`). "
-      "TidesDB has no direct-read option yet, so it always reads through the page cache." % (
-          "direct I/O ON for InnoDB and MyRocks" if out["direct_io"] else "buffered I/O on every engine",
+      "(`make bench BENCH_ARGS=--direct-io` sets `innodb_flush_method=O_DIRECT`, `rocksdb_use_direct_reads=ON` and "
+      "`tidesdb_use_direct_reads=ON` for the whole run). Without it, the uniform large-value reads run once more "
+      "after a restart with those three settings (`*/uniform_direct`): engine caches empty, no page cache. InnoDB "
+      "reloads its buffer pool dump at startup (`innodb_buffer_pool_load_at_startup`, its default), so its cache "
+      "is warm again there." % (
+          "direct I/O ON for every engine" if out["direct_io"] else "buffered I/O on every engine",
           m.get("mem_total_mib"), P["lv_rows"]))
     A("- single client unless stated, fixed seed %d, warm-up operations/seconds discarded before measuring." % SEED)
     A("")
@@ -1038,6 +1041,8 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("")
     bench_fulltext.markdown(sys.modules[__name__], out, A)
     bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
+    A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
+    A("")
     A("## Goals from the issue (this run)")
     A("")
     A("A goal counts as met for an engine when every figure listed for it reaches the target ratio to InnoDB.")
@@ -1067,10 +1072,11 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
           "\"large-value read beyond the cache\" goal is not really exercised here; `make bench` loads 1 GiB "
           "(4x the cache)." % (P["lv_rows"], CACHE))
     A("- Even the full run's 1 GiB fits in this machine's page cache (%s MiB RAM): without direct I/O every engine "
-      "reads from memory once the data is warm. TidesDB has no direct-read option yet." % m.get("mem_total_mib"))
-    A("- InnoDB stores a 1 MiB LONGBLOB off-page, so reading `k, meta` or scanning the secondary index never "
-      "touches the payload; MyRocks and TidesDB keep the whole row in one value, so those reads carry the 1 MiB "
-      "(no blob separation yet).")
+      "reads from memory once the data is warm; the `uniform_direct` rows are the reads that go to the disk." % m.get("mem_total_mib"))
+    A("- InnoDB stores a 1 MiB LONGBLOB off-page, and TidesDB stores BLOB/TEXT values of 4 KiB and more outside "
+      "the row (a column family of their own, values in the value log), so reading `k, meta` or scanning the "
+      "secondary index never touches the payload on either; MyRocks keeps the whole row in one value, so its "
+      "reads carry the 1 MiB.")
     A("- The machine is shared and has 2 cores; the server, the clients and other people's builds compete. "
       "Treat single-run ratios as indications, rerun before drawing conclusions.")
     for k in KNOWN_ISSUES:
