@@ -567,6 +567,43 @@ pub unsafe extern "C" fn tdb_apply(
     })
 }
 
+/// Point read for `tdb_get` (snapshot) and `tdb_get_latest` (latest committed).
+///
+/// # Safety
+/// `key` must point to `key_len` bytes; `value`/`value_len` valid for writes.
+#[allow(clippy::too_many_arguments)] // the C signature plus the one switch
+unsafe fn point_read(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    key: *const u8,
+    key_len: usize,
+    value: *mut *const u8,
+    value_len: *mut usize,
+    latest: bool,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles and buffers by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        let cf = table.shared.cf(index)?;
+        let txn = trx.txn()?;
+        let found = if latest {
+            txn.get_latest(&cf, key)?
+        } else {
+            txn.get(&cf, key)?
+        };
+        match found {
+            // SAFETY: writable by contract.
+            Some(v) => unsafe { table.hand_out(v, value, value_len) },
+            None => Err(FfiError::quiet(Status::NotFound)),
+        }
+    })
+}
+
 /// # Safety
 /// `key` must point to `key_len` bytes; `value`/`value_len` valid for writes.
 #[no_mangle]
@@ -579,20 +616,8 @@ pub unsafe extern "C" fn tdb_get(
     value: *mut *const u8,
     value_len: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: live handles and buffers by contract.
-        let trx = unsafe { raw::handle(trx) }?;
-        // SAFETY: as above.
-        let table = unsafe { raw::handle(table) }?;
-        // SAFETY: as above.
-        let key = unsafe { raw::bytes(key, key_len) }?;
-        let cf = table.shared.cf(index)?;
-        match trx.txn()?.get(&cf, key)? {
-            // SAFETY: writable by contract.
-            Some(v) => unsafe { table.hand_out(v, value, value_len) },
-            None => Err(FfiError::quiet(Status::NotFound)),
-        }
-    })
+    // SAFETY: forwarded contract.
+    unsafe { point_read(trx, table, index, key, key_len, value, value_len, false) }
 }
 
 /// # Safety
@@ -607,20 +632,8 @@ pub unsafe extern "C" fn tdb_get_latest(
     value: *mut *const u8,
     value_len: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: live handles and buffers by contract.
-        let trx = unsafe { raw::handle(trx) }?;
-        // SAFETY: as above.
-        let table = unsafe { raw::handle(table) }?;
-        // SAFETY: as above.
-        let key = unsafe { raw::bytes(key, key_len) }?;
-        let cf = table.shared.cf(index)?;
-        match trx.txn()?.get_latest(&cf, key)? {
-            // SAFETY: writable by contract.
-            Some(v) => unsafe { table.hand_out(v, value, value_len) },
-            None => Err(FfiError::quiet(Status::NotFound)),
-        }
-    })
+    // SAFETY: forwarded contract.
+    unsafe { point_read(trx, table, index, key, key_len, value, value_len, true) }
 }
 
 /// # Safety
