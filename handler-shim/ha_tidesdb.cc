@@ -1175,6 +1175,7 @@ int ha_tidesdb::info(uint flag) {
       stats.deleted = 0;
       stats.data_file_length = s.data_bytes;
       stats.index_file_length = s.index_bytes;
+      stats.delete_length = s.free_bytes;
       stats.mean_rec_length =
           (ulong)(stats.records ? s.data_bytes / stats.records : 0);
     }
@@ -1454,15 +1455,19 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
-/* OPTIMIZE TABLE: compacts the rows, then each index; the progress (SHOW
-   PROCESSLIST) counts column families done. */
+/* OPTIMIZE TABLE: compacts the rows, then each index, then the external
+   BLOB/TEXT values; the progress (SHOW PROCESSLIST) counts column families done. */
 int ha_tidesdb::optimize(THD *thd, HA_CHECK_OPT *) {
   uint n = 1 + tdb_table_index_count(m_tbl);
   thd_progress_init(thd, 1);
   int st = TDB_OK;
   for (uint idx = 0; idx < n && !st; idx++) {
-    thd_progress_report(thd, idx, n);
+    thd_progress_report(thd, idx, n + 1);
     st = tdb_table_compact_index(m_tbl, idx);
+  }
+  if (!st) {
+    thd_progress_report(thd, n, n + 1);
+    st = tdb_table_compact_external(m_tbl);
   }
   thd_progress_end(thd);
   return st ? admin_failed(thd, st) : HA_ADMIN_OK;

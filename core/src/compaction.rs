@@ -44,6 +44,9 @@ struct Job {
     inputs: Vec<Arc<FileHandle>>,
     out_level: usize,
     trivial_move: bool,
+    /// Garbage ratio (per mille) from which a kept pointer's value is
+    /// relocated; `None` = the configured GC ratio.
+    gc_permille: Option<u64>,
 }
 
 /// Value log side of a merge: garbage per file, the relocation output.
@@ -175,6 +178,7 @@ impl DbInner {
             inputs,
             out_level: level + 1,
             trivial_move,
+            gc_permille: None,
         })
     }
 
@@ -190,7 +194,7 @@ impl DbInner {
         let sv = cf.current();
         let job = match self.pick(cf, &sv.levels) {
             Some(j) => j,
-            None => match self.pick_gc(cf, &sv.levels)? {
+            None => match self.pick_gc(cf, &sv.levels, None)? {
                 Some(j) => j,
                 None => return Ok(false),
             },
@@ -199,9 +203,10 @@ impl DbInner {
         Ok(true)
     }
 
-    /// Value log files of `cf` whose garbage ratio reached the GC ratio.
-    fn gc_candidates(&self, cf: &CfInner) -> BTreeSet<u64> {
-        let ratio = self.vlog_gc_permille.load(Ordering::Relaxed);
+    /// Value log files of `cf` whose garbage ratio reached `permille`
+    /// (`None` = the configured GC ratio) and that hold any garbage.
+    fn gc_candidates(&self, cf: &CfInner, permille: Option<u64>) -> BTreeSet<u64> {
+        let ratio = permille.unwrap_or_else(|| self.vlog_gc_permille.load(Ordering::Relaxed));
         let m = self.manifest.lock();
         m.1.vlog_files
             .iter()
@@ -217,7 +222,12 @@ impl DbInner {
     /// A GC job: first, value log files no table of the version points into
     /// any more are removed (manifest edit); then one table pointing into a
     /// GC candidate is rewritten in place (L0: the usual L0 -> L1 job).
-    fn pick_gc(&self, cf: &Arc<CfInner>, lv: &Levels) -> Result<Option<Job>> {
+    fn pick_gc(
+        &self,
+        cf: &Arc<CfInner>,
+        lv: &Levels,
+        permille: Option<u64>,
+    ) -> Result<Option<Job>> {
         if lv.vlogs.is_empty() {
             return Ok(None);
         }
@@ -234,7 +244,7 @@ impl DbInner {
         if !orphans.is_empty() {
             self.remove_vlogs(cf, &orphans)?;
         }
-        let cands = self.gc_candidates(cf);
+        let cands = self.gc_candidates(cf, permille);
         if cands.is_empty() {
             return Ok(None);
         }
@@ -254,6 +264,7 @@ impl DbInner {
                 inputs,
                 out_level: 1,
                 trivial_move: false,
+                gc_permille: permille,
             }));
         }
         for lvl in 1..NUM_LEVELS {
@@ -263,6 +274,7 @@ impl DbInner {
                     inputs: vec![f.clone()],
                     out_level: lvl,
                     trivial_move: false,
+                    gc_permille: permille,
                 }));
             }
         }
@@ -295,9 +307,10 @@ impl DbInner {
     }
 
     /// Runs GC jobs for `cf` until no table points into a value log file
-    /// above the GC ratio (and removes files without pointers). Returns the
-    /// number of jobs run.
-    pub(crate) fn gc_value_log(&self, cf: &Arc<CfInner>) -> Result<usize> {
+    /// above the GC ratio (`permille`, `None` = the configured one; `Some(0)`
+    /// = any garbage) and removes files without pointers. Returns the number
+    /// of jobs run.
+    pub(crate) fn gc_value_log(&self, cf: &Arc<CfInner>, permille: Option<u64>) -> Result<usize> {
         let mut n = 0;
         loop {
             let _g = cf.compaction_lock.lock();
@@ -305,7 +318,7 @@ impl DbInner {
                 return Ok(n);
             }
             let sv = cf.current();
-            let Some(job) = self.pick_gc(cf, &sv.levels)? else {
+            let Some(job) = self.pick_gc(cf, &sv.levels, permille)? else {
                 return Ok(n);
             };
             self.run_job(cf, &sv.levels, job)?;
@@ -323,6 +336,7 @@ impl DbInner {
         cf: &Arc<CfInner>,
         start: Option<&[u8]>,
         end: Option<&[u8]>,
+        gc_permille: Option<u64>,
     ) -> Result<()> {
         let _g = cf.compaction_lock.lock();
         let sv = cf.current();
@@ -371,6 +385,7 @@ impl DbInner {
                 inputs,
                 out_level: deepest,
                 trivial_move: false,
+                gc_permille,
             },
         )
     }
@@ -398,7 +413,7 @@ impl DbInner {
                 .iter()
                 .flatten()
                 .all(|f| f.meta.largest < lo || f.meta.smallest > hi);
-            let relocate = self.gc_candidates(cf);
+            let relocate = self.gc_candidates(cf, job.gc_permille);
             (outputs, vd) = self.merge_files(cf, lv, &job.inputs, bottommost, &relocate)?;
         }
         if let Some((vf, size)) = &vd.new_file {

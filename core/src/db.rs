@@ -543,7 +543,26 @@ impl Db {
         let inner = self.inner();
         inner.check_writable()?;
         inner.check_cf(cf)?;
-        inner.gc_value_log(&cf.inner)
+        inner.gc_value_log(&cf.inner, None)
+    }
+
+    /// `OPTIMIZE TABLE` of one column family: flushes every memtable (so
+    /// that no WAL segment stays only because a small column family, such as
+    /// the catalog, still has records in it: the WAL is then emptied), merges
+    /// all the family's files into one sorted run (as `compact_range(cf,
+    /// None, None)`), then relocates the live values of every value log file
+    /// holding any garbage (not only those above the GC ratio), so that
+    /// afterwards its files hold only what the newest versions and the live
+    /// snapshots need. Costs a rewrite of the values of such files; InnoDB's
+    /// OPTIMIZE rebuilds the whole table.
+    pub fn optimize(&self, cf: &Cf) -> Result<()> {
+        let inner = self.inner();
+        inner.check_writable()?;
+        inner.check_cf(cf)?;
+        inner.flush_all()?;
+        inner.compact_range_files(&cf.inner, None, None, Some(0))?;
+        inner.gc_value_log(&cf.inner, Some(0))?;
+        Ok(())
     }
 
     /// Whether reads use `O_DIRECT` (`DbOptions::use_direct_reads` and the
@@ -2328,7 +2347,7 @@ impl DbInner {
         self.check_writable()?;
         self.check_cf(cf)?;
         self.flush_cf(&cf.inner)?;
-        self.compact_range_files(&cf.inner, start, end)
+        self.compact_range_files(&cf.inner, start, end, None)
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {

@@ -157,10 +157,13 @@ uint64_t tdb_table_autoinc_reserve(tdb_table *table, uint64_t n, uint64_t offset
 /* Records that value is stored (explicit values move the counter past them). */
 void tdb_table_autoinc_observe(tdb_table *table, uint64_t value, uint64_t max);
 
+/* Bytes count table files, value-log files and memtables; free_bytes is the
+   dead part of the value-log files (reclaimed by GC or OPTIMIZE TABLE). */
 struct tdb_table_stats {
   uint64_t approx_rows;
   uint64_t data_bytes;
   uint64_t index_bytes;
+  uint64_t free_bytes;
 };
 int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
 /* Approximate number of keys of an index between two encoded bounds (NULL = open). */
@@ -175,8 +178,13 @@ int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
 
 /* Compacts every column family of the table (OPTIMIZE TABLE). */
 int tdb_table_compact(tdb_table *table);
-/* Compacts one column family of the table (index 0 = rows). */
+/* Compacts one column family of the table (index 0 = rows); as OPTIMIZE TABLE:
+   also relocates value-log values of files with any garbage, and flushes every
+   memtable first so the WAL empties. */
 int tdb_table_compact_index(tdb_table *table, uint32_t index);
+/* Compacts the column family of the table's BLOB/TEXT values stored outside
+   the row (the last step of OPTIMIZE TABLE). */
+int tdb_table_compact_external(tdb_table *table);
 
 /* ---- In-place index changes (ALTER TABLE ... ADD/DROP/RENAME INDEX) ----------
  * tdb_index_build_begin creates n empty column families (slots 0..n-1) for new

@@ -445,6 +445,7 @@ pub struct TableStats {
     pub approx_rows: u64,
     pub data_bytes: u64,
     pub index_bytes: u64,
+    pub free_bytes: u64,
 }
 
 /// # Safety
@@ -459,19 +460,25 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
             approx_rows: 0,
             data_bytes: 0,
             index_bytes: 0,
+            free_bytes: 0,
         };
+        // Value-log files hold the large values: they are the table's bytes as
+        // much as its table files are (InnoDB counts off-page columns too).
+        let bytes = |s: &tidesdb_core::CfStats| s.approx_bytes + s.memtable_bytes + s.vlog_bytes;
         for (i, cf) in table.shared.cfs().iter().enumerate() {
             let s = db.cf_stats(cf);
             if i == 0 {
                 stats.approx_rows = s.approx_keys;
-                stats.data_bytes = s.approx_bytes + s.memtable_bytes;
+                stats.data_bytes = bytes(&s);
             } else {
-                stats.index_bytes += s.approx_bytes + s.memtable_bytes;
+                stats.index_bytes += bytes(&s);
             }
+            stats.free_bytes += s.vlog_garbage_bytes;
         }
-        // external BLOB/TEXT values are row data (InnoDB counts off-page columns there too)
+        // external BLOB/TEXT values are row data
         let b = db.cf_stats(&table.shared.blob_cf());
-        stats.data_bytes += b.approx_bytes + b.memtable_bytes;
+        stats.data_bytes += bytes(&b);
+        stats.free_bytes += b.vlog_garbage_bytes;
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, stats) }
     })
@@ -513,10 +520,21 @@ pub unsafe extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
         let table = unsafe { raw::handle(table) }?;
         let db = engine()?.db.clone();
         for cf in table.shared.cfs() {
-            db.compact_range(&cf, None, None)?;
+            db.optimize(&cf)?;
         }
-        db.compact_range(&table.shared.blob_cf(), None, None)?;
+        db.optimize(&table.shared.blob_cf())?;
         Ok(())
+    })
+}
+
+/// # Safety
+/// `table` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_compact_external(table: *mut Table) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        Ok(engine()?.db.optimize(&table.shared.blob_cf())?)
     })
 }
 
@@ -528,7 +546,7 @@ pub unsafe extern "C" fn tdb_table_compact_index(table: *mut Table, index: u32) 
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
         let cf = table.shared.cf(index)?;
-        Ok(engine()?.db.compact_range(&cf, None, None)?)
+        Ok(engine()?.db.optimize(&cf)?)
     })
 }
 
