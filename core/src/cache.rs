@@ -1,5 +1,8 @@
-//! Sharded block cache with a byte cap. Keys are (table file number, block
-//! offset); values are decoded blocks shared through `Arc`.
+//! Sharded block cache with a byte cap. Keys are (file number, offset):
+//! decoded blocks of table files, and values read from value-log files (file
+//! numbers come from one counter, so the two never collide), shared through
+//! `Arc`. Caching large values spares a hot set of them a pread and a CRC of
+//! the whole value per read, as InnoDB's buffer pool keeps off-page columns.
 //!
 //! Each shard is a hash map plus a CLOCK ring: a hit only sets the entry's
 //! reference bit (no reordering), eviction sweeps the ring from its head,
@@ -46,8 +49,24 @@ fn hash_key(k: Key) -> u64 {
     h.finish()
 }
 
+/// What an entry caches.
+enum Item {
+    Block(Arc<Block>),
+    /// A value-log value, checked against its record's CRC when read.
+    Value(Arc<[u8]>),
+}
+
+impl Item {
+    fn charge(&self) -> usize {
+        match self {
+            Item::Block(b) => b.charge(),
+            Item::Value(v) => v.len() + 64,
+        }
+    }
+}
+
 struct Entry {
-    block: Arc<Block>,
+    item: Item,
     referenced: bool,
 }
 
@@ -86,19 +105,45 @@ impl BlockCache {
         &self.shards[i]
     }
 
-    pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
+    fn lookup<T>(&self, file: u64, off: u64, pick: impl Fn(&Item) -> Option<T>) -> Option<T> {
         let mut s = self.shard((file, off)).lock();
-        let Some(e) = s.map.get_mut(&(file, off)) else {
+        let found = s.map.get_mut(&(file, off)).and_then(|e| {
+            let v = pick(&e.item)?;
+            e.referenced = true;
+            Some(v)
+        });
+        if found.is_some() {
+            crate::metrics::BLOCK_CACHE_HITS.inc();
+        } else {
             crate::metrics::BLOCK_CACHE_MISSES.inc();
-            return None;
-        };
-        crate::metrics::BLOCK_CACHE_HITS.inc();
-        e.referenced = true;
-        Some(e.block.clone())
+        }
+        found
+    }
+
+    pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
+        self.lookup(file, off, |i| match i {
+            Item::Block(b) => Some(b.clone()),
+            Item::Value(_) => None,
+        })
+    }
+
+    pub(crate) fn get_value(&self, file: u64, off: u64) -> Option<Arc<[u8]>> {
+        self.lookup(file, off, |i| match i {
+            Item::Value(v) => Some(v.clone()),
+            Item::Block(_) => None,
+        })
     }
 
     pub(crate) fn insert(&self, file: u64, off: u64, block: Arc<Block>) {
-        let charge = block.charge();
+        self.insert_item(file, off, Item::Block(block));
+    }
+
+    pub(crate) fn insert_value(&self, file: u64, off: u64, value: Arc<[u8]>) {
+        self.insert_item(file, off, Item::Value(value));
+    }
+
+    fn insert_item(&self, file: u64, off: u64, item: Item) {
+        let charge = item.charge();
         let cap = self.cap_per_shard.load(Ordering::Relaxed);
         if charge > cap {
             return;
@@ -109,13 +154,13 @@ impl BlockCache {
         match s.map.insert(
             (file, off),
             Entry {
-                block,
+                item,
                 referenced: false,
             },
         ) {
             Some(old) => {
-                s.bytes -= old.block.charge();
-                evicted.push(old.block);
+                s.bytes -= old.item.charge();
+                evicted.push(old.item);
             }
             None => s.ring.push_back((file, off)),
         }
@@ -135,8 +180,8 @@ impl BlockCache {
                 }
                 Some(_) => {
                     if let Some(e) = s.map.remove(&k) {
-                        s.bytes -= e.block.charge();
-                        evicted.push(e.block);
+                        s.bytes -= e.item.charge();
+                        evicted.push(e.item);
                     }
                 }
             }
@@ -149,7 +194,7 @@ impl BlockCache {
         // `evicted` is freed after the shard lock (declared before it).
     }
 
-    /// Drops every block of a file (after the file is deleted).
+    /// Drops every block or value of a file (after the file is deleted).
     pub(crate) fn evict_file(&self, file: u64) {
         for sh in &self.shards {
             let mut s = sh.lock();
@@ -157,7 +202,7 @@ impl BlockCache {
             let mut freed = 0;
             s.map.retain(|k, e| {
                 if k.0 == file {
-                    freed += e.block.charge();
+                    freed += e.item.charge();
                     false
                 } else {
                     true
@@ -184,8 +229,8 @@ impl BlockCache {
                     break;
                 };
                 if let Some(e) = s.map.remove(&k) {
-                    s.bytes -= e.block.charge();
-                    evicted.push(e.block);
+                    s.bytes -= e.item.charge();
+                    evicted.push(e.item);
                 }
             }
             drop(evicted);

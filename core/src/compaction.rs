@@ -296,6 +296,7 @@ impl DbInner {
         for n in files {
             if let Some(v) = levels.vlogs.remove(n) {
                 v.mark_obsolete();
+                self.cache.evict_file(*n);
             }
         }
         *g = Arc::new(SuperVersion {
@@ -486,6 +487,7 @@ impl DbInner {
             for n in &removed {
                 if let Some(v) = levels.vlogs.remove(n) {
                     v.mark_obsolete();
+                    self.cache.evict_file(*n);
                 }
             }
             levels.normalize();
@@ -576,7 +578,8 @@ impl DbInner {
                 if !relocate.contains(&p.file) {
                     continue;
                 }
-                let value = crate::vlog::resolve(&lv.vlogs, &self.dir, v)?;
+                // Relocation reads each value once: not through the cache.
+                let value = crate::vlog::resolve(&lv.vlogs, &self.dir, None, v)?;
                 let np = vo.put(user, &value)?.to_vec();
                 dead(Kind::ValuePtr, v);
                 *v = np;

@@ -1152,6 +1152,7 @@ impl DbInner {
         // Value log files go when the last reader of the old version does.
         for v in sv.levels.vlogs.values() {
             v.mark_obsolete();
+            self.cache.evict_file(v.no);
         }
         *cf.sv.write() = Arc::new(SuperVersion {
             mem: Arc::new(Memtable::new()),
@@ -1245,7 +1246,7 @@ impl DbInner {
             Some((_, Kind::Delete, _)) => Ok(None),
             Some((_, Kind::Put, v)) => Ok(Some(v)),
             Some((_, Kind::ValuePtr, p)) => {
-                crate::vlog::resolve(&sv.levels.vlogs, &self.dir, &p).map(Some)
+                crate::vlog::resolve(&sv.levels.vlogs, &self.dir, Some(&self.cache), &p).map(Some)
             }
         }
     }
@@ -1254,7 +1255,8 @@ impl DbInner {
     /// (held by the resolver, so they stay readable while it lives).
     pub(crate) fn resolver(&self, levels: Arc<Levels>) -> Arc<crate::iter::ValueResolver> {
         let dir = self.dir.clone();
-        Arc::new(move |p: &[u8]| crate::vlog::resolve(&levels.vlogs, &dir, p))
+        let cache = self.cache.clone();
+        Arc::new(move |p: &[u8]| crate::vlog::resolve(&levels.vlogs, &dir, Some(&cache), p))
     }
 
     /// Sequence of the newest version of `key` if it is newer than `snap`.

@@ -43,6 +43,7 @@
 //! iterator, a snapshot read in flight) drops it. Dropping the column family
 //! does the same for all its files.
 
+use crate::cache::BlockCache;
 use crate::coding::{crc32, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::fsutil::DirectIo;
@@ -334,16 +335,31 @@ impl Drop for VlogFile {
 pub(crate) type VlogSet = std::collections::BTreeMap<u64, Arc<VlogFile>>;
 
 /// Resolves an encoded pointer through `set`.
-pub(crate) fn resolve(set: &VlogSet, dir: &Path, ptr: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn resolve(
+    set: &VlogSet,
+    dir: &Path,
+    cache: Option<&BlockCache>,
+    ptr: &[u8],
+) -> Result<Vec<u8>> {
     let p = Ptr::decode(ptr).ok_or_else(|| Error::corruption(dir, 0, "malformed value pointer"))?;
-    match set.get(&p.file) {
-        Some(f) => f.read(&p),
-        None => Err(Error::corruption(
-            vlog_path(dir, p.file),
-            p.offset,
-            "value pointer to a value log file that is not live",
-        )),
+    // The record was checked against its CRC when it entered the cache.
+    if let Some(v) = cache.and_then(|c| c.get_value(p.file, p.offset)) {
+        return Ok(v.to_vec());
     }
+    let v = match set.get(&p.file) {
+        Some(f) => f.read(&p)?,
+        None => {
+            return Err(Error::corruption(
+                vlog_path(dir, p.file),
+                p.offset,
+                "value pointer to a value log file that is not live",
+            ))
+        }
+    };
+    if let Some(c) = cache {
+        c.insert_value(p.file, p.offset, Arc::from(v.as_slice()));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

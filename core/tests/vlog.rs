@@ -547,6 +547,47 @@ fn direct_reads() {
     panic!("block cache not used with direct reads");
 }
 
+/// Values read from the value log enter the block cache: reading them again
+/// costs no file read (counted by the direct reads), and they still equal
+/// what was written; a value larger than a cache shard is never cached.
+#[test]
+fn value_log_values_are_cached() {
+    let d = tempfile::tempdir().unwrap();
+    let dopts = DbOptions {
+        use_direct_reads: true,
+        block_cache_size: 16 << 20,
+        ..opts()
+    };
+    let db = Db::open(d.path(), dopts).unwrap();
+    if !db.direct_reads_active() {
+        println!("value_log_values_are_cached: skipped: no O_DIRECT here");
+        return;
+    }
+    let cf = sep_cf(&db, "t");
+    // 20 values of 64 KiB fit the cache; key 99 (2 MiB) exceeds a shard (1 MiB).
+    write(&db, &cf, 0..20, 0, 64 << 10);
+    write(&db, &cf, 99..100, 0, 2 << 20);
+    db.flush().unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    let read_all = |t: &mut Txn| {
+        for i in 0..20u32 {
+            assert_eq!(t.get(&cf, &key(i)).unwrap(), Some(val(i, 0, 64 << 10)));
+        }
+    };
+    read_all(&mut t);
+    let r0 = db.direct_read_count();
+    read_all(&mut t);
+    assert_eq!(db.direct_read_count(), r0, "cached values were read again");
+    for _ in 0..2 {
+        let r = db.direct_read_count();
+        assert_eq!(t.get(&cf, &key(99)).unwrap(), Some(val(99, 0, 2 << 20)));
+        assert!(
+            db.direct_read_count() > r,
+            "a value beyond a shard is read each time"
+        );
+    }
+}
+
 /// `iter_latest` rebuilds its sources (and its pointer resolver) at each
 /// seek: values committed, flushed, compacted and relocated meanwhile are
 /// read through the new version's value log files.
