@@ -267,11 +267,38 @@ int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
   return 0;
 }
 
+/* As InnoDB (ha_innobase::store_lock): a statement that writes reads its other
+   tables (the source of INSERT ... SELECT and CREATE TABLE ... SELECT, the tables of
+   subqueries and joins of UPDATE / DELETE / INSERT) with shared locking reads, next-key
+   locks included in REPEATABLE READ and SERIALIZABLE, so what it read cannot change
+   or appear before it commits (and statement binlog replays it alike). In READ
+   COMMITTED and below, INSERT ... SELECT, REPLACE ... SELECT, UPDATE and
+   CREATE ... SELECT read a consistent snapshot instead. */
+static bool locks_rows_it_reads(THD *thd, thr_lock_type lock_type) {
+  if (lock_type != TL_READ && lock_type != TL_READ_NO_INSERT) return false;
+  switch (thd_sql_command(thd)) {
+  case SQLCOM_INSERT_SELECT:
+  case SQLCOM_REPLACE_SELECT:
+  case SQLCOM_UPDATE:
+  case SQLCOM_CREATE_TABLE:
+    return thd_tx_isolation(thd) > ISO_READ_COMMITTED;
+  case SQLCOM_UPDATE_MULTI:
+  case SQLCOM_DELETE_MULTI:
+  case SQLCOM_DELETE:
+  case SQLCOM_INSERT:
+  case SQLCOM_REPLACE:
+    return true;
+  default:
+    return false;
+  }
+}
+
 THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
                                        enum thr_lock_type lock_type) {
   /* What the statement's reads must lock: LOCK IN SHARE MODE takes shared row
-     locks; FOR UPDATE, UPDATE and DELETE exclusive ones. */
-  if (lock_type == TL_READ_WITH_SHARED_LOCKS)
+     locks; FOR UPDATE, UPDATE and DELETE exclusive ones; the tables a writing
+     statement only reads shared ones (locks_rows_it_reads). */
+  if (lock_type == TL_READ_WITH_SHARED_LOCKS || locks_rows_it_reads(thd, lock_type))
     m_lock_rows = ROW_LOCK_SHARED;
   else if (lock_type >= TL_WRITE_ALLOW_WRITE)
     m_lock_rows = ROW_LOCK_EXCLUSIVE;

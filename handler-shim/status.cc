@@ -14,7 +14,7 @@ void count_event(Shim_counter which) { shim_counters[which].fetch_add(1, std::me
 static const char *const counter_names[] = {
     "rows_read",          "rows_inserted",       "rows_updated",
     "rows_deleted",       "stats_auto_recalcs", "commits",             "rollbacks",
-    "lock_waits",         "lock_wait_timeouts",  "deadlocks",
+    "lock_waits",         "lock_wait_timeouts",  "deadlocks",          "lock_escalations",
     "write_conflicts",    "block_cache_hits",    "block_cache_misses",
     "block_cache_bytes",  "wal_bytes_written",   "wal_syncs",
     "table_bytes_written", "memtable_flushes",   "compactions",

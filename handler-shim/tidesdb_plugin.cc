@@ -128,6 +128,20 @@ static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                           "with ER_LOCK_WAIT_TIMEOUT (like innodb_lock_wait_timeout)",
                           NULL, NULL, 50, 0, 1024 * 1024 * 1024, 0);
 
+static ulonglong sysvar_lock_escalation_threshold = 100000;
+static void update_lock_escalation_threshold(THD *, struct st_mysql_sys_var *, void *var_ptr,
+                                             const void *save) {
+  *(ulonglong *)var_ptr = *(const ulonglong *)save;
+  tdb_engine_set_lock_escalation_threshold(sysvar_lock_escalation_threshold);
+}
+static MYSQL_SYSVAR_ULONGLONG(lock_escalation_threshold, sysvar_lock_escalation_threshold,
+                              PLUGIN_VAR_RQCMDARG,
+                              "Row locks one transaction may hold in one table (or index) "
+                              "before they are replaced by one table lock of the strongest "
+                              "mode held (bounded lock memory; other writers of that table "
+                              "then wait); 0 never escalates. InnoDB has no such limit",
+                              NULL, update_lock_escalation_threshold, 100000, 0, ~0ULL, 0);
+
 static uint sysvar_ft_min_token_size;
 static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
                          PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
@@ -139,6 +153,7 @@ static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(lock_wait_timeout),
+    MYSQL_SYSVAR(lock_escalation_threshold),
     MYSQL_SYSVAR(sync_mode),
     MYSQL_SYSVAR(sync_interval_ms),
     MYSQL_SYSVAR(write_buffer_size),
@@ -398,6 +413,7 @@ static int tidesdb_init(void *p) {
                     st);
     return 1;
   }
+  tdb_engine_set_lock_escalation_threshold(sysvar_lock_escalation_threshold);
   sql_print_information("TidesDB: opened %s", dir.c_str());
   ignore_db_dirs_append(ENGINE_DIR_NAME);
 

@@ -32,6 +32,22 @@
 //! range state sits behind one mutex; a PUT with no range lock anywhere
 //! costs one atomic load. Waits share the wait-for graph, timeouts and
 //! cancellation with row locks.
+//!
+//! Lock escalation (bounded memory for huge statements): a transaction that
+//! holds more than the escalation threshold of row locks in one column
+//! family trades them for one table lock on that family in the strongest
+//! mode it held there ([`LockManager::try_escalate`], called by the
+//! transaction). A table lock conflicts with other transactions' row lock
+//! requests on the family like a lock on every key (shared with shared
+//! coexists) and an exclusive one also with their range lock requests; the
+//! waits go through the same wait-for graph, timeouts and cancellation.
+//! Escalation never waits: it is refused (and retried later by the
+//! transaction) while another transaction holds a conflicting row or table
+//! lock on the family. It takes every shard mutex for one pass over the
+//! table, so a row lock is granted either before (and seen by the pass) or
+//! after (and sees the table lock). Table locks are released when the
+//! transaction ends. Row requests cost one atomic load while no table lock
+//! exists anywhere.
 
 use crate::error::{Error, Result};
 use crate::fxhash::{FxBuildHasher, FxHashMap};
@@ -221,6 +237,11 @@ pub(crate) struct LockManager {
     /// Number of range locks (plus range lock requests in progress); 0 lets
     /// inserts skip the range check.
     ranges: AtomicUsize,
+    /// Table locks from escalation: cf -> holders. Lock order: a shard
+    /// mutex, or the range mutex, before this one.
+    tables: Mutex<FxHashMap<u64, Vec<(u64, LockMode)>>>,
+    /// Number of table locks held; 0 lets row requests skip the table check.
+    n_tables: AtomicUsize,
 }
 
 impl LockManager {
@@ -237,6 +258,103 @@ impl LockManager {
             gaps: Mutex::new(Gaps::default()),
             gaps_cv: Condvar::new(),
             ranges: AtomicUsize::new(0),
+            tables: Mutex::new(FxHashMap::default()),
+            n_tables: AtomicUsize::new(0),
+        }
+    }
+
+    /// Other transactions whose table lock on `cf` conflicts with `mode`.
+    fn table_blockers(&self, me: u64, cf: u64, mode: LockMode) -> Vec<u64> {
+        if self.n_tables.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        self.tables
+            .lock()
+            .get(&cf)
+            .into_iter()
+            .flatten()
+            .filter(|h| Entry::blocks(me, mode, h))
+            .map(|h| h.0)
+            .collect()
+    }
+
+    /// Tries to replace `me`'s row locks on `cf` by one table lock in `mode`
+    /// (see the module doc). Refused (false) while another transaction holds
+    /// a conflicting row or table lock on `cf`. On success `me`'s row locks
+    /// on `cf` are gone from the table (the caller drops its own copies).
+    pub(crate) fn try_escalate(&self, me: u64, cf: u64, mode: LockMode) -> bool {
+        let mut prefix = Vec::new();
+        encode_key(&mut prefix, cf, &[]);
+        let mut maps: Vec<_> = self.shards.iter().map(|s| s.map.lock()).collect();
+        let mut tables = self.tables.lock();
+        if tables
+            .get(&cf)
+            .into_iter()
+            .flatten()
+            .any(|h| Entry::blocks(me, mode, h))
+        {
+            return false;
+        }
+        for map in &maps {
+            for (k, e) in map.iter() {
+                if k.starts_with(&prefix) && e.holders().any(|h| Entry::blocks(me, mode, h)) {
+                    return false;
+                }
+            }
+        }
+        for map in maps.iter_mut() {
+            map.retain(|k, e| {
+                if k.starts_with(&prefix) {
+                    e.release(me);
+                    return !e.is_free();
+                }
+                true
+            });
+            let (len, cap) = (map.len(), map.capacity());
+            if cap > 1024 && len * 8 < cap {
+                map.shrink_to(len * 2);
+            }
+        }
+        let holders = tables.entry(cf).or_default();
+        match holders.iter_mut().find(|h| h.0 == me) {
+            Some(h) => {
+                if mode == LockMode::Exclusive {
+                    h.1 = mode;
+                }
+            }
+            None => {
+                holders.push((me, mode));
+                self.n_tables.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        drop(tables);
+        drop(maps);
+        // Waiters for the released row locks now wait for the table lock.
+        for s in &self.shards {
+            s.cv.notify_all();
+        }
+        crate::metrics::LOCK_ESCALATIONS.inc();
+        true
+    }
+
+    /// Releases `me`'s table locks (transaction end) and wakes all waiters.
+    pub(crate) fn release_tables(&self, me: u64) {
+        if self.n_tables.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut removed = 0;
+        {
+            let mut t = self.tables.lock();
+            for v in t.values_mut() {
+                let before = v.len();
+                v.retain(|h| h.0 != me);
+                removed += before - v.len();
+            }
+            t.retain(|_, v| !v.is_empty());
+        }
+        if removed > 0 {
+            self.n_tables.fetch_sub(removed, Ordering::SeqCst);
+            self.wake_all();
         }
     }
 
@@ -278,14 +396,15 @@ impl LockManager {
     ) -> Result<()> {
         let mut k = Vec::with_capacity(key.len() + 10);
         encode_key(&mut k, cf, key);
-        self.lock_key(me, &k, mode, timeout, cancel).map(|_| ())
+        self.lock_key(me, cf, &k, mode, timeout, cancel).map(|_| ())
     }
 
-    /// Acquires (or upgrades) a lock on an encoded key (see [`encode_key`]);
-    /// returns the table's shared copy of the key.
+    /// Acquires (or upgrades) a lock on an encoded key (see [`encode_key`],
+    /// `cf` is its column family); returns the table's shared copy of the key.
     pub(crate) fn lock_key(
         &self,
         me: u64,
+        cf: u64,
         k: &[u8],
         mode: LockMode,
         timeout: Duration,
@@ -293,15 +412,18 @@ impl LockManager {
     ) -> Result<LockKey> {
         let sh = self.shard(k);
         let mut map = sh.map.lock();
+        // Checked under the shard mutex: an escalation holds them all.
+        let table_blocked = !self.table_blockers(me, cf, mode).is_empty();
         // Fast path: free key (one probe, one allocation) or no conflict.
         let key = match map.entry(Arc::from(k)) {
+            MapEntry::Vacant(v) if table_blocked => v.key().clone(),
             MapEntry::Vacant(v) => {
                 let key = v.key().clone();
                 v.insert(Entry::new(me, mode));
                 return Ok(key);
             }
             MapEntry::Occupied(mut o) => {
-                if !o.get().conflicts(me, mode) {
+                if !table_blocked && !o.get().conflicts(me, mode) {
                     o.get_mut().grant(me, mode);
                     return Ok(o.key().clone());
                 }
@@ -312,10 +434,17 @@ impl LockManager {
         let deadline = Instant::now().checked_add(timeout);
         let mut waiting = false;
         let res = loop {
-            let e = map
-                .entry(key.clone())
-                .or_insert_with(|| Entry::new(me, mode));
-            let blockers = e.blockers(me, mode);
+            let e = map.entry(key.clone()).or_insert_with(|| Entry {
+                first: None,
+                more: None,
+                waiters: 0,
+            });
+            let mut blockers = e.blockers(me, mode);
+            for t in self.table_blockers(me, cf, mode) {
+                if !blockers.contains(&t) {
+                    blockers.push(t);
+                }
+            }
             if blockers.is_empty() {
                 e.grant(me, mode);
                 break Ok(());
@@ -393,6 +522,7 @@ impl LockManager {
         }
         self.waits_for.lock().remove(&me);
         self.end_gaps(me);
+        self.release_tables(me);
     }
 
     pub(crate) fn wake_all(&self) {
@@ -539,7 +669,8 @@ impl LockManager {
             cancel,
             |_| {},
             |g| {
-                let mut blockers = Vec::new();
+                // Another transaction's exclusive table lock covers the range.
+                let mut blockers = self.table_blockers(me, cf, LockMode::Shared);
                 for (owner, ws) in g.writers.get(&cf).into_iter().flatten() {
                     if *owner == me || blockers.contains(owner) {
                         continue;

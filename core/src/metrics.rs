@@ -54,6 +54,8 @@ pub(crate) static LOCK_WAITS: Counter = Counter::new();
 pub(crate) static LOCK_WAIT_TIMEOUTS: Counter = Counter::new();
 /// Lock requests refused with `Error::Deadlock`.
 pub(crate) static DEADLOCKS: Counter = Counter::new();
+/// Row locks of one transaction and column family replaced by a table lock.
+pub(crate) static LOCK_ESCALATIONS: Counter = Counter::new();
 /// Commits refused with `Error::Conflict` (first committer wins).
 pub(crate) static WRITE_CONFLICTS: Counter = Counter::new();
 
@@ -75,6 +77,7 @@ pub struct Metrics {
     pub lock_waits: u64,
     pub lock_wait_timeouts: u64,
     pub deadlocks: u64,
+    pub lock_escalations: u64,
     pub write_conflicts: u64,
     /// Table files of every column family of this database (gauge).
     pub table_files: u64,
@@ -102,6 +105,7 @@ impl Metrics {
             lock_waits: LOCK_WAITS.get(),
             lock_wait_timeouts: LOCK_WAIT_TIMEOUTS.get(),
             deadlocks: DEADLOCKS.get(),
+            lock_escalations: LOCK_ESCALATIONS.get(),
             write_conflicts: WRITE_CONFLICTS.get(),
             ..Metrics::default()
         }

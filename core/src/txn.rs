@@ -23,25 +23,57 @@ use crate::lock::{CancelHandle, LockKey, LockMode};
 /// value is the visible sequence when it was granted).
 const LOCK_X: u64 = 1 << 63;
 
+/// Row locks of one transaction in one column family (lock escalation).
+#[derive(Default)]
+struct CfLocks {
+    /// Row locks held in `Txn::locks`.
+    count: usize,
+    /// Next `count` at which escalation is tried (after a refusal).
+    next_try: usize,
+    /// Table lock held after escalation: mode and the visible sequence then.
+    table: Option<(LockMode, u64)>,
+    /// Covered puts ([`Txn::put_covered`]) under an escalated exclusive lock
+    /// went to this family: the highest such escalation sequence.
+    covered_floor: u64,
+}
+
+/// What [`check_seq`] needs of a transaction's locks.
+struct LockView<'a> {
+    locks: &'a crate::fxhash::FxHashMap<LockKey, u64>,
+    covered: &'a crate::fxhash::FxHashMap<Box<[u8]>, u64>,
+    cfs: &'a crate::fxhash::FxHashMap<u64, CfLocks>,
+}
+
 /// Sequence from which a written key is conflict-checked: keys locked
 /// exclusively are checked from the lock time on, keys written under another
 /// key's exclusive lock ([`Txn::put_covered`]) from that lock's time, others
-/// from the snapshot.
-fn check_seq(
-    locks: &crate::fxhash::FxHashMap<LockKey, u64>,
-    covered: &crate::fxhash::FxHashMap<Box<[u8]>, u64>,
-    buf: &mut Vec<u8>,
-    cf: u64,
-    key: &[u8],
-    snap: u64,
-) -> u64 {
-    if locks.is_empty() {
+/// from the snapshot. After escalation to an exclusive table lock the row
+/// locks of that family are gone: its keys are checked from the escalation
+/// time (nobody can have committed a key we had locked, or can commit one of
+/// the family, without the lock), and so are covered keys written under it
+/// (`covered_floor`).
+fn check_seq(lv: &LockView, buf: &mut Vec<u8>, cf: u64, key: &[u8], snap: u64) -> u64 {
+    if lv.locks.is_empty() && lv.cfs.is_empty() {
         return snap;
     }
     crate::lock::encode_key(buf, cf, key);
-    match locks.get(&buf[..]) {
-        Some(v) if v & LOCK_X != 0 => (v & !LOCK_X).max(snap),
-        _ => covered.get(&buf[..]).map_or(snap, |at| (*at).max(snap)),
+    if let Some(v) = lv.locks.get(&buf[..]) {
+        if v & LOCK_X != 0 {
+            return (v & !LOCK_X).max(snap);
+        }
+    }
+    if let Some(at) = lv.covered.get(&buf[..]) {
+        return (*at).max(snap);
+    }
+    match lv.cfs.get(&cf) {
+        Some(c) => {
+            let table = match c.table {
+                Some((LockMode::Exclusive, at)) => at,
+                _ => 0,
+            };
+            table.max(c.covered_floor).max(snap)
+        }
+        None => snap,
     }
 }
 use crate::memtable::{MemIter, Memtable};
@@ -180,6 +212,8 @@ pub struct Txn {
     /// Keys written by [`Txn::put_covered`]: encoded (cf, key) -> grant
     /// sequence of the exclusive lock that covers them.
     covered: crate::fxhash::FxHashMap<Box<[u8]>, u64>,
+    /// Per column family lock counts and escalated table locks.
+    cf_locks: crate::fxhash::FxHashMap<u64, CfLocks>,
     /// Scratch buffer for encoding lock keys.
     lock_buf: Vec<u8>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -198,6 +232,7 @@ impl Txn {
             id,
             locks: crate::fxhash::FxHashMap::default(),
             covered: crate::fxhash::FxHashMap::default(),
+            cf_locks: crate::fxhash::FxHashMap::default(),
             lock_buf: Vec::new(),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             db,
@@ -359,8 +394,19 @@ impl Txn {
             Some(v) if v & LOCK_X != 0 => Some(v & !LOCK_X),
             _ => None,
         };
+        let escalated = match self.cf_locks.get(&lock_cf.id()) {
+            Some(CfLocks {
+                table: Some((LockMode::Exclusive, t)),
+                ..
+            }) if at.is_none() => Some(*t),
+            _ => None,
+        };
         self.put(cf, key, value)?;
-        if let Some(at) = at {
+        if let Some(at) = escalated {
+            // No per-key entry (bounded memory): the family's floor.
+            let c = self.cf_locks.entry(cf.id()).or_default();
+            c.covered_floor = c.covered_floor.max(at);
+        } else if let Some(at) = at {
             crate::lock::encode_key(&mut self.lock_buf, cf.id(), key);
             self.covered.insert(self.lock_buf[..].into(), at);
         }
@@ -541,14 +587,7 @@ impl Txn {
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             let mut push = |key: &[u8], kind: Kind, value: &[u8]| {
-                let check = check_seq(
-                    &self.locks,
-                    &self.covered,
-                    &mut buf,
-                    *id,
-                    key,
-                    self.snap.seq,
-                );
+                let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
                 ops.push((
                     w.cf.clone(),
                     Op {
@@ -654,6 +693,7 @@ impl Txn {
                     }
                     self.done = true;
                     self.locks.clear();
+                    self.cf_locks.clear();
                     return;
                 }
                 self.done = true;
@@ -741,10 +781,24 @@ impl Txn {
         self.lock_timeout = timeout;
     }
 
+    fn lock_view(&self) -> LockView<'_> {
+        LockView {
+            locks: &self.locks,
+            covered: &self.covered,
+            cfs: &self.cf_locks,
+        }
+    }
+
     fn release_locks(&mut self) {
         if !self.locks.is_empty() {
             let locks = std::mem::take(&mut self.locks);
             self.db.locks.unlock_keys(self.id, locks.into_keys());
+        }
+        if std::mem::take(&mut self.cf_locks)
+            .values()
+            .any(|c| c.table.is_some())
+        {
+            self.db.locks.release_tables(self.id);
         }
         if !self.ws.is_empty() || self.db.locks.any_range() {
             self.db.locks.end_gaps(self.id);
@@ -780,18 +834,32 @@ impl Txn {
     /// exclusively is checked for write conflicts only from the moment the
     /// lock was granted (so locking reads + writes never fail with `Conflict`
     /// against commits that happened before the lock).
+    ///
+    /// Past [`crate::Db::set_lock_escalation_threshold`] row locks in one
+    /// column family the transaction tries to escalate them to one table
+    /// lock (see lock.rs); row locks the table lock covers are then free.
     pub fn lock(&mut self, cf: &Cf, key: &[u8], mode: LockMode, timeout: Duration) -> Result<()> {
         self.check(cf)?;
-        crate::lock::encode_key(&mut self.lock_buf, cf.id(), key);
+        let cfid = cf.id();
+        if let Some(CfLocks {
+            table: Some((held, _)),
+            ..
+        }) = self.cf_locks.get(&cfid)
+        {
+            if *held == LockMode::Exclusive || mode == LockMode::Shared {
+                return Ok(());
+            }
+        }
+        crate::lock::encode_key(&mut self.lock_buf, cfid, key);
         if let Some(v) = self.locks.get(&self.lock_buf[..]) {
             if v & LOCK_X != 0 || mode == LockMode::Shared {
                 return Ok(());
             }
         }
-        let k = self
-            .db
-            .locks
-            .lock_key(self.id, &self.lock_buf, mode, timeout, &self.cancel)?;
+        let k =
+            self.db
+                .locks
+                .lock_key(self.id, cfid, &self.lock_buf, mode, timeout, &self.cancel)?;
         let at = self.db.visible_seq.load(Ordering::Acquire) & !LOCK_X;
         let v = match mode {
             LockMode::Exclusive => at | LOCK_X,
@@ -805,9 +873,61 @@ impl Txn {
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(v);
+                let threshold = self.db.lock_escalation_threshold.load(Ordering::Relaxed);
+                let c = self.cf_locks.entry(cfid).or_default();
+                c.count += 1;
+                if threshold > 0 && c.count > threshold && c.count >= c.next_try {
+                    self.escalate(cfid, threshold);
+                }
             }
         }
         Ok(())
+    }
+
+    /// Replaces this transaction's row locks on `cf` by one table lock in
+    /// the strongest mode among them, if no other transaction holds a
+    /// conflicting lock there; otherwise tries again after more locks.
+    fn escalate(&mut self, cf: u64, threshold: usize) {
+        let mut prefix = Vec::new();
+        crate::lock::encode_key(&mut prefix, cf, &[]);
+        let exclusive = self
+            .locks
+            .iter()
+            .any(|(k, v)| v & LOCK_X != 0 && k.starts_with(&prefix));
+        let mode = if exclusive {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        let at = self.db.visible_seq.load(Ordering::Acquire) & !LOCK_X;
+        let Some(c) = self.cf_locks.get_mut(&cf) else {
+            return;
+        };
+        if !self.db.locks.try_escalate(self.id, cf, mode) {
+            c.next_try = c.count + (threshold / 8).max(64);
+            return;
+        }
+        // Exclusive: every row lock of the family goes. Shared: the row
+        // locks go too (a table S lock covers them; an exclusive row lock
+        // would have made the table lock exclusive).
+        c.table = match c.table {
+            Some((LockMode::Exclusive, a)) => Some((LockMode::Exclusive, a)),
+            _ => Some((mode, at)),
+        };
+        c.count = 0;
+        c.next_try = 0;
+        self.locks.retain(|k, _| !k.starts_with(&prefix));
+        self.locks.shrink_to_fit();
+        // `covered` keeps its entries (precise); new covered puts under the
+        // table lock add none (see `put_covered`).
+    }
+
+    /// True if this transaction holds an escalated table lock on `cf`.
+    pub fn has_table_lock(&self, cf: &Cf) -> bool {
+        matches!(
+            self.cf_locks.get(&cf.id()),
+            Some(CfLocks { table: Some(_), .. })
+        )
     }
 
     /// Reads the latest committed value (ignoring the snapshot; own writes
@@ -872,11 +992,10 @@ impl Txn {
         }
         let parts = merges(&self.ws);
         let snap = self.snap.seq;
-        let (locks, covered) = (&self.locks, &self.covered);
+        let lv = self.lock_view();
         let buf = std::cell::RefCell::new(Vec::new());
-        let check = |cf: u64, key: &[u8]| -> u64 {
-            check_seq(locks, covered, &mut buf.borrow_mut(), cf, key, snap)
-        };
+        let check =
+            |cf: u64, key: &[u8]| -> u64 { check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap) };
         self.db.prepare_spilled(xid, self.id, parts, &check)?;
         self.prepared = Some(xid.to_vec());
         Ok(())
@@ -894,11 +1013,10 @@ impl Txn {
             parts.push((w.cf.clone(), m));
         }
         let snap = self.snap.seq;
-        let (locks, covered) = (&self.locks, &self.covered);
+        let lv = self.lock_view();
         let buf = std::cell::RefCell::new(Vec::new());
-        let check = |cf: u64, key: &[u8]| -> u64 {
-            check_seq(locks, covered, &mut buf.borrow_mut(), cf, key, snap)
-        };
+        let check =
+            |cf: u64, key: &[u8]| -> u64 { check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap) };
         self.db.commit_spilled(parts, Some(&check), Vec::new())
     }
 }

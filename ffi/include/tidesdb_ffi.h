@@ -70,6 +70,9 @@ int tdb_engine_close(void);
 void tdb_engine_set_sync_mode(uint32_t mode, uint32_t interval_ms);
 /* Resizes the block cache (a smaller size evicts at once). */
 void tdb_engine_set_block_cache_size(uint64_t bytes);
+/* Row locks one transaction may hold in one column family before they are replaced
+   by one table lock of the strongest mode held there (0 = never); at once. */
+void tdb_engine_set_lock_escalation_threshold(uint64_t locks);
 /* Writes a human-readable status report (SHOW ENGINE TIDESDB STATUS: the counters,
    then every table's column families with their options, levels and table files);
    returns its length. The text stays valid until the next call of this function on
@@ -84,6 +87,8 @@ struct tdb_engine_counters {
   uint64_t lock_waits;          /* row lock requests that had to wait */
   uint64_t lock_wait_timeouts;  /* ... that gave up (ER_LOCK_WAIT_TIMEOUT) */
   uint64_t deadlocks;           /* lock requests refused as deadlock victims */
+  uint64_t lock_escalations;    /* row locks of a transaction in one column family
+                                   replaced by a table lock */
   uint64_t write_conflicts;     /* commits refused: a newer committed write of a key */
   uint64_t block_cache_hits;
   uint64_t block_cache_misses;

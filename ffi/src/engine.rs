@@ -118,6 +118,15 @@ pub extern "C" fn tdb_engine_set_block_cache_size(bytes: u64) {
 }
 
 #[no_mangle]
+pub extern "C" fn tdb_engine_set_lock_escalation_threshold(locks: u64) {
+    guard(|| {
+        let locks = usize::try_from(locks).unwrap_or(usize::MAX);
+        engine()?.db.set_lock_escalation_threshold(locks);
+        Ok(())
+    });
+}
+
+#[no_mangle]
 pub extern "C" fn tdb_engine_set_sync_mode(mode: u32, interval_ms: u32) {
     guard(|| {
         engine()?.db.set_sync_mode(sync_mode(mode, interval_ms));

@@ -28,6 +28,7 @@ pub struct EngineCounters {
     pub lock_waits: u64,
     pub lock_wait_timeouts: u64,
     pub deadlocks: u64,
+    pub lock_escalations: u64,
     pub write_conflicts: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
@@ -53,6 +54,7 @@ impl EngineCounters {
             lock_waits: m.lock_waits,
             lock_wait_timeouts: m.lock_wait_timeouts,
             deadlocks: m.deadlocks,
+            lock_escalations: m.lock_escalations,
             write_conflicts: m.write_conflicts,
             block_cache_hits: m.block_cache_hits,
             block_cache_misses: m.block_cache_misses,
@@ -72,13 +74,14 @@ impl EngineCounters {
     }
 
     /// (name, value) pairs, in the header's order (the status report prints them).
-    pub fn named(&self) -> [(&'static str, u64); 20] {
+    pub fn named(&self) -> [(&'static str, u64); 21] {
         [
             ("commits", self.commits),
             ("rollbacks", self.rollbacks),
             ("lock_waits", self.lock_waits),
             ("lock_wait_timeouts", self.lock_wait_timeouts),
             ("deadlocks", self.deadlocks),
+            ("lock_escalations", self.lock_escalations),
             ("write_conflicts", self.write_conflicts),
             ("block_cache_hits", self.block_cache_hits),
             ("block_cache_misses", self.block_cache_misses),
