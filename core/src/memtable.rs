@@ -3,6 +3,7 @@
 //! of immutable ones waiting for flush.
 
 use crate::key::{IKey, Kind, MAX_SEQ};
+use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -177,17 +178,48 @@ impl Memtable {
     }
 }
 
+/// Iterator over one memtable. It keeps a handle on the skiplist entry it is at
+/// (a reference-counted node, valid even if the entry is removed meanwhile), so
+/// `next` follows one link instead of searching from the top, and the key and
+/// value are read in place instead of copied.
 pub(crate) struct MemIter {
+    // Declared before `mem`: fields drop in order, and `cur` borrows the map
+    // owned by `mem`.
+    cur: Option<Entry<'static, IKey, MemValue>>,
     mem: Arc<Memtable>,
-    cur: Option<(IKey, MemValue)>,
+    /// Reused seek key (no allocation per seek).
+    probe: IKey,
 }
 
 impl MemIter {
     pub(crate) fn new(mem: Arc<Memtable>) -> MemIter {
-        MemIter { mem, cur: None }
+        MemIter {
+            cur: None,
+            mem,
+            probe: IKey {
+                user: Vec::new(),
+                seq: 0,
+            },
+        }
     }
-    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, IKey, MemValue>>) {
-        self.cur = e.map(|e| (e.key().clone(), e.value().clone()));
+
+    /// `e`, borrowing the skiplist inside `self.mem`, as an entry to keep in
+    /// `self.cur`.
+    fn extend(e: Option<Entry<'_, IKey, MemValue>>) -> Option<Entry<'static, IKey, MemValue>> {
+        // SAFETY: only called on entries of `self.mem.map`, and the result is
+        // only stored in `self.cur`. The map is behind an `Arc` this iterator
+        // holds for at least as long as `cur` (fields drop in declaration
+        // order, `mem` is never replaced), so it neither moves nor drops while
+        // the entry lives.
+        e.map(|e| unsafe {
+            std::mem::transmute::<Entry<'_, IKey, MemValue>, Entry<'static, IKey, MemValue>>(e)
+        })
+    }
+
+    fn probe(&mut self, user: &[u8], seq: u64) {
+        self.probe.user.clear();
+        self.probe.user.extend_from_slice(user);
+        self.probe.seq = seq;
     }
 }
 
@@ -196,55 +228,40 @@ impl crate::iter::InternalIterator for MemIter {
         self.cur.is_some()
     }
     fn seek(&mut self, user: &[u8], seq: u64) {
-        let probe = IKey {
-            user: user.to_vec(),
-            seq,
-        };
-        let mem = self.mem.clone();
-        self.set(mem.map.lower_bound(Bound::Included(&probe)));
+        self.probe(user, seq);
+        self.cur = Self::extend(self.mem.map.lower_bound(Bound::Included(&self.probe)));
     }
     fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
-        let probe = IKey {
-            user: user.to_vec(),
-            seq,
-        };
-        let mem = self.mem.clone();
-        self.set(mem.map.upper_bound(Bound::Included(&probe)));
+        self.probe(user, seq);
+        self.cur = Self::extend(self.mem.map.upper_bound(Bound::Included(&self.probe)));
     }
     fn seek_to_first(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.front());
+        self.cur = Self::extend(self.mem.map.front());
     }
     fn seek_to_last(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.back());
+        self.cur = Self::extend(self.mem.map.back());
     }
     fn next(&mut self) {
-        if let Some((k, _)) = self.cur.take() {
-            let mem = self.mem.clone();
-            self.set(mem.map.lower_bound(Bound::Excluded(&k)));
+        if let Some(c) = self.cur.take() {
+            self.cur = c.next();
         }
     }
     fn prev(&mut self) {
-        if let Some((k, _)) = self.cur.take() {
-            let mem = self.mem.clone();
-            self.set(mem.map.upper_bound(Bound::Excluded(&k)));
+        if let Some(c) = self.cur.take() {
+            self.cur = c.prev();
         }
     }
     fn user_key(&self) -> &[u8] {
-        self.cur
-            .as_ref()
-            .map(|c| c.0.user.as_slice())
-            .unwrap_or(&[])
+        self.cur.as_ref().map_or(&[], |c| c.key().user.as_slice())
     }
     fn seq(&self) -> u64 {
-        self.cur.as_ref().map(|c| c.0.seq).unwrap_or(0)
+        self.cur.as_ref().map_or(0, |c| c.key().seq)
     }
     fn kind(&self) -> Kind {
-        self.cur.as_ref().map(|c| c.1.kind).unwrap_or(Kind::Delete)
+        self.cur.as_ref().map_or(Kind::Delete, |c| c.value().kind)
     }
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| &*c.1.value).unwrap_or(&[])
+        self.cur.as_ref().map_or(&[], |c| &*c.value().value)
     }
     fn status(&self) -> crate::Result<()> {
         Ok(())
