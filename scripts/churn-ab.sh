@@ -8,8 +8,8 @@
 # "3443 3444"). docs/PROFILING.md (session 4) has a run.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-A_SO=${1:?usage: churn-ab.sh <plugin A .so> [plugin B .so]}
-B_SO=${2:-$ROOT/target/plugin/ha_tidesdb.so}
+A_SO=$(realpath "${1:?usage: churn-ab.sh <plugin A .so> [plugin B .so]}")
+B_SO=$(realpath "${2:-$ROOT/target/plugin/ha_tidesdb.so}")
 read -r PA PB <<<"${CHURN_PORTS:-3443 3444}"
 cd "$ROOT"
 srv() { TIDESDB_PORT=$2 TIDESDB_VAR=$ROOT/target/churn-ab-$1 TIDESDB_PLUGIN=${3:-} bash scripts/server.sh "$4" >/dev/null 2>&1; }
