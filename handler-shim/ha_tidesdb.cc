@@ -1010,7 +1010,12 @@ int ha_tidesdb::index_init(uint idx, bool) {
   active_index = idx;
   m_cursor_key = idx;
   m_spatial_mode = UINT32_MAX;
-  return open_cursor(engine_index(idx));
+  /* The cursor opens at the first read that needs one: a whole primary key read
+     (index_read_idx_map of const and eq_ref lookups, an equality range) reads the
+     row directly, and building an iterator over every memtable and file would be
+     most of its cost. */
+  if (m_cursor && m_cursor_index != engine_index(idx)) close_cursor();
+  return 0;
 }
 
 int ha_tidesdb::index_end() {
@@ -1054,9 +1059,7 @@ int ha_tidesdb::index_read_map(uchar *buf, const uchar *key, key_part_map keypar
   }
   uint32_t mode = seek_mode(find_flag);
   if (mode == UINT32_MAX) return HA_ERR_WRONG_COMMAND;
-  if (!m_cursor) {
-    if (int err = open_cursor(engine_index(active_index))) return err;
-  }
+  if (int err = open_cursor(engine_index(active_index))) return err;
   m_cursor_key = active_index;
   int st = tdb_cursor_seek(m_cursor, mode, (const uint8_t *)m_search_key.data(),
                            m_search_key.size());
@@ -1101,9 +1104,7 @@ int ha_tidesdb::index_next_same(uchar *buf, const uchar *key, uint keylen) {
 }
 
 int ha_tidesdb::index_edge(uchar *buf, bool first) {
-  if (!m_cursor) {
-    if (int err = open_cursor(engine_index(active_index))) return err;
-  }
+  if (int err = open_cursor(engine_index(active_index))) return err;
   m_cursor_key = active_index;
   m_spatial_mode = UINT32_MAX;
   int st = tdb_cursor_seek(m_cursor, first ? TDB_SEEK_FIRST : TDB_SEEK_LAST, nullptr, 0);

@@ -23,6 +23,7 @@ pub const WORKLOADS: &[&str] = &[
     "seeknext",
     "scan",
     "overwrite",
+    "churnscan",
     "large",
     "synctxn",
 ];
@@ -659,6 +660,10 @@ pub fn run_workload(engine: &str, name: &str, cfg: &Config, tmp: &Path) -> Res<V
             r.note = "random keys of the fillrandom data, with repetition".into();
             Ok(vec![r])
         }
+        "churnscan" => {
+            let d = fresh("churn")?;
+            Ok(vec![churn_scan(engine, cfg, &d)?])
+        }
         "large" => {
             let d = fresh("large")?;
             let vg = ValueGen::new(cfg.large_size, cfg.seed ^ 7);
@@ -788,4 +793,77 @@ pub fn run_workload(engine: &str, name: &str, cfg: &Config, tmp: &Path) -> Res<V
         }
         _ => Err(format!("unknown workload {name:?} (known: {WORKLOADS:?})")),
     }
+}
+
+/// `churnscan`: `BENCH_CHURN_KEYS` keys (default 1000) each rewritten
+/// `BENCH_CHURN_VERSIONS` times (default 200) into a 256 MiB memtable that is
+/// never flushed (the state after sysbench-style update churn), then seeks +
+/// `seek_len` next: half through a snapshot taken before the churn (every
+/// version of a key is newer than it), half through one taken after (every
+/// older version must be skipped). ops = seeks.
+fn churn_scan(engine: &str, cfg: &Config, dir: &Path) -> Res<WorkResult> {
+    let tiny = cfg.num < 10_000;
+    let keys = env_u64("BENCH_CHURN_KEYS", if tiny { 200 } else { 1000 }).max(2);
+    let versions = env_u64("BENCH_CHURN_VERSIONS", if tiny { 10 } else { 200 }).max(1);
+    let o = EngineOpts {
+        write_buffer_bytes: 256 << 20,
+        ..opts(cfg, cfg.cache_bytes, false)
+    };
+    let e = engines::open(engine, dir, &o)?;
+    let vg = ValueGen::new(cfg.value_size, cfg.seed);
+    let batch = 100usize;
+    let write_gen = |g: u64| -> Res<()> {
+        let ks: Vec<[u8; KEY_LEN]> = (0..keys).map(key).collect();
+        for chunk in (0..keys as usize).collect::<Vec<_>>().chunks(batch) {
+            let kvs: Vec<(&[u8], &[u8])> = chunk
+                .iter()
+                .map(|&i| (&ks[i][..], vg.value(i as u64, g)))
+                .collect();
+            e.write_txn(&kvs)?;
+        }
+        Ok(())
+    };
+    write_gen(0)?;
+    let mut old = e.reader()?;
+    for g in 1..=versions {
+        write_gen(g)?;
+    }
+    let mut new = e.reader()?;
+    let mut rng = Rng::new(cfg.seed ^ 11);
+    let (mut bytes, mut errors) = (0u64, 0u64);
+    let dl = Deadline::new(cfg);
+    let seeks = cfg.seeks.min(20_000);
+    let t = Instant::now();
+    let mut done = 0;
+    while done < seeks && !(done % 64 == 0 && done > 0 && dl.passed()) {
+        let start = rng.below(keys);
+        let (rd, g) = if done % 2 == 0 {
+            (&mut old, 0)
+        } else {
+            (&mut new, versions)
+        };
+        let mut expect = start;
+        let got = rd.scan(Some(&key(start)), cfg.seek_len, &mut |k, v| {
+            if k != key(expect) || v != vg.value(expect, g) {
+                errors += 1;
+            }
+            expect += 1;
+            bytes += (k.len() + v.len()) as u64;
+        })?;
+        if got as u64 != (cfg.seek_len as u64).min(keys - start) {
+            errors += 1;
+        }
+        done += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    drop(old);
+    drop(new);
+    e.close()?;
+    let mut r = WorkResult::new("churnscan", engine, done, secs).with_bytes(bytes);
+    r.errors = errors;
+    r.note = format!(
+        "{keys} keys x {versions} versions in an unflushed memtable; ops = seeks, each + {} next, half at the pre-churn snapshot",
+        cfg.seek_len
+    );
+    Ok(r)
 }

@@ -23,6 +23,11 @@ pub(crate) trait InternalIterator: Send {
     fn status(&self) -> Result<()>;
 }
 
+/// Steps over versions of one user key before a source seeks past them instead
+/// (a seek costs a few steps; a key updated thousands of times in the memtable
+/// would otherwise cost thousands).
+const SEQUENTIAL_SKIPS: usize = 8;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Resolved {
     pub user: Vec<u8>,
@@ -72,8 +77,19 @@ impl Source {
         self.buf.value.extend_from_slice(self.it.value());
     }
     fn fwd_settle(&mut self) {
+        let mut steps = 0;
         while self.it.valid() && self.it.seq() > self.snap {
-            self.it.next();
+            if steps < SEQUENTIAL_SKIPS {
+                self.it.next();
+                steps += 1;
+                continue;
+            }
+            // Many versions newer than the snapshot: one seek to the newest
+            // visible one (or the next user key).
+            self.scratch.clear();
+            self.scratch.extend_from_slice(self.it.user_key());
+            self.it.seek(&self.scratch, self.snap);
+            steps = 0;
         }
         self.has = self.it.valid();
         if self.has {
@@ -91,8 +107,16 @@ impl Source {
     fn fwd_next(&mut self) {
         if self.has {
             self.has = false;
+            let mut steps = 0;
             while self.it.valid() && self.it.user_key() == self.buf.user.as_slice() {
-                self.it.next();
+                if steps == SEQUENTIAL_SKIPS {
+                    // Many older versions: seek past them at once (to the
+                    // oldest possible one; the loop steps over it if present).
+                    self.it.seek(&self.buf.user, 0);
+                } else {
+                    self.it.next();
+                }
+                steps += 1;
             }
             self.fwd_settle();
         }
@@ -107,17 +131,33 @@ impl Source {
             u.clear();
             u.extend_from_slice(self.it.user_key());
             let mut found = false;
+            let mut steps = 0;
             while self.it.valid() && self.it.user_key() == u.as_slice() {
-                if self.it.seq() <= self.snap {
-                    self.capture();
-                    found = true;
-                } else {
+                if self.it.seq() > self.snap {
+                    break;
+                }
+                if steps == SEQUENTIAL_SKIPS {
+                    // Many visible versions: seek to the newest one directly.
+                    self.it.seek(&u, self.snap);
+                    if self.it.valid() && self.it.user_key() == u.as_slice() {
+                        self.capture();
+                    }
+                    break;
+                }
+                self.capture();
+                found = true;
+                self.it.prev();
+                steps += 1;
+            }
+            // Versions newer than the snapshot, then the previous user key.
+            let mut steps = 0;
+            while self.it.valid() && self.it.user_key() == u.as_slice() {
+                if steps == SEQUENTIAL_SKIPS {
+                    self.it.seek_for_prev(&u, u64::MAX);
                     break;
                 }
                 self.it.prev();
-            }
-            while self.it.valid() && self.it.user_key() == u.as_slice() {
-                self.it.prev();
+                steps += 1;
             }
             self.scratch = u;
             if found {

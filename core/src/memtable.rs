@@ -3,6 +3,7 @@
 //! of immutable ones waiting for flush.
 
 use crate::key::{IKey, Kind, MAX_SEQ};
+use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -145,49 +146,90 @@ impl Memtable {
         false
     }
 
-    /// Rough count of entries between two user keys (walks the range; memtables
-    /// are bounded by write_buffer_size so this is cheap enough for estimates).
+    /// Rough count of user keys between two user keys (the optimizer's row
+    /// estimate): walks the range, seeking past a key's older versions after a
+    /// few steps, so a row updated thousands of times counts once and costs
+    /// one seek, not thousands of steps. Stops at `cap` keys.
     pub(crate) fn count_range(&self, start: Option<&[u8]>, end: Option<&[u8]>, cap: u64) -> u64 {
-        let lo = match start {
-            Some(s) => Bound::Included(IKey {
+        let mut n = 0;
+        let mut e = match start {
+            Some(s) => self.map.lower_bound(Bound::Included(&IKey {
                 user: s.to_vec(),
                 seq: MAX_SEQ,
-            }),
-            None => Bound::Unbounded,
-        };
-        let mut n = 0;
-        let mut e = match lo {
-            Bound::Included(ref k) => self.map.lower_bound(Bound::Included(k)),
-            _ => self.map.front(),
+            })),
+            None => self.map.front(),
         };
         while let Some(x) = e {
-            if let Some(end) = end {
-                if x.key().user.as_slice() >= end {
-                    break;
-                }
+            let user = x.key().user.as_slice();
+            if end.is_some_and(|end| user >= end) {
+                break;
             }
             n += 1;
             if n >= cap {
                 // extrapolate: stop walking
                 break;
             }
-            e = x.next();
+            let mut next = x.next();
+            let mut steps = 0;
+            while let Some(y) = next.as_ref() {
+                if y.key().user.as_slice() != user {
+                    break;
+                }
+                if steps == 8 {
+                    // (user, 0) sorts after every version of `user`.
+                    next = self.map.lower_bound(Bound::Excluded(&IKey {
+                        user: user.to_vec(),
+                        seq: 0,
+                    }));
+                    break;
+                }
+                next = y.next();
+                steps += 1;
+            }
+            e = next;
         }
         n
     }
 }
 
 pub(crate) struct MemIter {
+    // Declared before `mem`: fields drop in order, and `cur` borrows the map
+    // owned by `mem`.
+    cur: Option<Entry<'static, IKey, MemValue>>,
     mem: Arc<Memtable>,
-    cur: Option<(IKey, MemValue)>,
+    /// Reused seek key (no allocation per seek).
+    probe: IKey,
 }
 
 impl MemIter {
     pub(crate) fn new(mem: Arc<Memtable>) -> MemIter {
-        MemIter { mem, cur: None }
+        MemIter {
+            cur: None,
+            mem,
+            probe: IKey {
+                user: Vec::new(),
+                seq: 0,
+            },
+        }
     }
-    fn set(&mut self, e: Option<crossbeam_skiplist::map::Entry<'_, IKey, MemValue>>) {
-        self.cur = e.map(|e| (e.key().clone(), e.value().clone()));
+
+    /// `e`, borrowing the skiplist inside `self.mem`, as an entry to keep in
+    /// `self.cur`.
+    fn extend(e: Option<Entry<'_, IKey, MemValue>>) -> Option<Entry<'static, IKey, MemValue>> {
+        // SAFETY: only called on entries of `self.mem.map`, and the result is
+        // only stored in `self.cur`. The map is behind an `Arc` this iterator
+        // holds for at least as long as `cur` (fields drop in declaration
+        // order, `mem` is never replaced), so it neither moves nor drops while
+        // the entry lives.
+        e.map(|e| unsafe {
+            std::mem::transmute::<Entry<'_, IKey, MemValue>, Entry<'static, IKey, MemValue>>(e)
+        })
+    }
+
+    fn probe(&mut self, user: &[u8], seq: u64) {
+        self.probe.user.clear();
+        self.probe.user.extend_from_slice(user);
+        self.probe.seq = seq;
     }
 }
 
@@ -196,57 +238,88 @@ impl crate::iter::InternalIterator for MemIter {
         self.cur.is_some()
     }
     fn seek(&mut self, user: &[u8], seq: u64) {
-        let probe = IKey {
-            user: user.to_vec(),
-            seq,
-        };
-        let mem = self.mem.clone();
-        self.set(mem.map.lower_bound(Bound::Included(&probe)));
+        self.probe(user, seq);
+        self.cur = Self::extend(self.mem.map.lower_bound(Bound::Included(&self.probe)));
     }
     fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
-        let probe = IKey {
-            user: user.to_vec(),
-            seq,
-        };
-        let mem = self.mem.clone();
-        self.set(mem.map.upper_bound(Bound::Included(&probe)));
+        self.probe(user, seq);
+        self.cur = Self::extend(self.mem.map.upper_bound(Bound::Included(&self.probe)));
     }
     fn seek_to_first(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.front());
+        self.cur = Self::extend(self.mem.map.front());
     }
     fn seek_to_last(&mut self) {
-        let mem = self.mem.clone();
-        self.set(mem.map.back());
+        self.cur = Self::extend(self.mem.map.back());
     }
     fn next(&mut self) {
-        if let Some((k, _)) = self.cur.take() {
-            let mem = self.mem.clone();
-            self.set(mem.map.lower_bound(Bound::Excluded(&k)));
+        if let Some(c) = self.cur.take() {
+            self.cur = c.next();
         }
     }
     fn prev(&mut self) {
-        if let Some((k, _)) = self.cur.take() {
-            let mem = self.mem.clone();
-            self.set(mem.map.upper_bound(Bound::Excluded(&k)));
+        if let Some(c) = self.cur.take() {
+            self.cur = c.prev();
         }
     }
     fn user_key(&self) -> &[u8] {
-        self.cur
-            .as_ref()
-            .map(|c| c.0.user.as_slice())
-            .unwrap_or(&[])
+        self.cur.as_ref().map_or(&[], |c| c.key().user.as_slice())
     }
     fn seq(&self) -> u64 {
-        self.cur.as_ref().map(|c| c.0.seq).unwrap_or(0)
+        self.cur.as_ref().map_or(0, |c| c.key().seq)
     }
     fn kind(&self) -> Kind {
-        self.cur.as_ref().map(|c| c.1.kind).unwrap_or(Kind::Delete)
+        self.cur.as_ref().map_or(Kind::Delete, |c| c.value().kind)
     }
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map(|c| &*c.1.value).unwrap_or(&[])
+        self.cur.as_ref().map_or(&[], |c| &*c.value().value)
     }
     fn status(&self) -> crate::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::InternalIterator;
+
+    /// Row estimates count keys, not versions; iteration sees every version.
+    #[test]
+    fn count_range_counts_keys_not_versions() {
+        let m = Arc::new(Memtable::new());
+        let mut seq = 0;
+        for round in 0..500u32 {
+            for k in [b"a", b"b", b"c", b"d"] {
+                seq += 1;
+                if k != b"b" || round == 0 {
+                    m.insert(k, seq, Kind::Put, &round.to_le_bytes());
+                }
+            }
+        }
+        assert_eq!(m.count_range(None, None, 100_000), 4);
+        assert_eq!(m.count_range(Some(b"b"), Some(b"d"), 100_000), 2);
+        assert_eq!(m.count_range(Some(b"a"), Some(b"c"), 100_000), 2);
+        assert_eq!(m.count_range(Some(b"a0"), None, 100_000), 3);
+        assert_eq!(m.count_range(None, None, 2), 2);
+        let mut it = MemIter::new(m.clone());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        assert_eq!(n, 1501);
+        it.seek(b"c", MAX_SEQ);
+        assert_eq!((it.user_key(), it.kind()), (&b"c"[..], Kind::Put));
+        assert_eq!(it.value(), &499u32.to_le_bytes());
+        it.prev();
+        assert_eq!(it.user_key(), b"b");
+        it.seek_for_prev(b"b", 0);
+        assert_eq!(it.user_key(), b"b");
+        it.seek_to_last();
+        assert_eq!(
+            (it.user_key(), it.value()),
+            (&b"d"[..], &0u32.to_le_bytes()[..])
+        );
     }
 }
