@@ -34,6 +34,7 @@ pub struct EngineCounters {
     pub block_cache_bytes: u64,
     pub wal_bytes_written: u64,
     pub wal_syncs: u64,
+    pub commit_groups: u64,
     pub table_bytes_written: u64,
     pub memtable_flushes: u64,
     pub compactions: u64,
@@ -59,6 +60,7 @@ impl EngineCounters {
             block_cache_bytes: m.block_cache_bytes,
             wal_bytes_written: m.wal_bytes_written,
             wal_syncs: m.wal_syncs,
+            commit_groups: m.commit_groups,
             table_bytes_written: m.table_bytes_written,
             memtable_flushes: m.memtable_flushes,
             compactions: m.compactions,
@@ -72,7 +74,7 @@ impl EngineCounters {
     }
 
     /// (name, value) pairs, in the header's order (the status report prints them).
-    pub fn named(&self) -> [(&'static str, u64); 20] {
+    pub fn named(&self) -> [(&'static str, u64); 21] {
         [
             ("commits", self.commits),
             ("rollbacks", self.rollbacks),
@@ -85,6 +87,7 @@ impl EngineCounters {
             ("block_cache_bytes", self.block_cache_bytes),
             ("wal_bytes_written", self.wal_bytes_written),
             ("wal_syncs", self.wal_syncs),
+            ("commit_groups", self.commit_groups),
             ("table_bytes_written", self.table_bytes_written),
             ("memtable_flushes", self.memtable_flushes),
             ("compactions", self.compactions),
