@@ -16,7 +16,7 @@ static const char *const counter_names[] = {
     "rows_deleted",       "stats_auto_recalcs", "commits",             "rollbacks",
     "lock_waits",         "lock_wait_timeouts",  "deadlocks",          "lock_escalations",
     "write_conflicts",    "block_cache_hits",    "block_cache_misses",
-    "block_cache_bytes",  "wal_bytes_written",   "wal_syncs",
+    "block_cache_bytes",  "wal_bytes_written",   "wal_syncs",          "commit_groups",
     "table_bytes_written", "memtable_flushes",   "compactions",
     "write_stalls",       "write_slowdowns",     "table_files",
     "live_bytes",         "memtable_bytes",      "pending_compaction_bytes"};

@@ -203,6 +203,14 @@ pub(crate) struct CommitReq {
     pub kind: ReqKind,
     /// Lock owner (transaction id) of a prepare.
     pub owner: u64,
+    /// Nobody waits for the result (a [`Db::put_deferred`]).
+    pub detached: bool,
+}
+
+/// A blind put queued by [`Db::put_deferred`]; while no commit group has taken
+/// it, a later `put_deferred` of the same key rewrites it in place.
+pub struct DeferredPut {
+    req: Arc<CommitReq>,
 }
 
 /// A prepared (2PC), unresolved transaction known to the database.
@@ -252,6 +260,9 @@ struct Queue {
     reqs: VecDeque<(u64, Arc<CommitReq>)>,
     results: HashMap<u64, Result<u64>>,
     next_ticket: u64,
+    /// A leader is writing a group (taken from the front of `reqs`, popped
+    /// when done). Any waiter leads the next group once this is false.
+    leading: bool,
 }
 
 pub(crate) struct WriteState {
@@ -520,6 +531,29 @@ impl Db {
     /// (releases its locks). `Error::UnknownXid` if unknown.
     pub fn rollback_prepared(&self, xid: &[u8]) -> Result<()> {
         self.inner().resolve_detached(xid, false)
+    }
+
+    /// Queues a blind put of `key` in `cf` and returns without waiting: no
+    /// conflict check, no fsync of its own. The next commit group writes it,
+    /// ahead of every commit submitted after this call returns, so it is
+    /// durable no later than they are (and always before a spilled commit or
+    /// prepare that follows). Meant for counters that must never go back
+    /// after a crash: while the put in `pending` has not been taken by a group
+    /// yet, a new put of the same key just replaces its value.
+    pub fn put_deferred(
+        &self,
+        cf: &Cf,
+        key: &[u8],
+        value: &[u8],
+        pending: &mut Option<DeferredPut>,
+    ) -> Result<()> {
+        self.inner().put_deferred(&cf.inner, key, value, pending)
+    }
+
+    /// Waits until everything queued for the commit groups before this call
+    /// (deferred puts included) has been written to the WAL.
+    pub fn write_deferred(&self) {
+        self.inner().drain_queue()
     }
 
     /// Number of WAL fsyncs issued by commit groups since open (statistics).
@@ -867,6 +901,7 @@ impl DbInner {
                 reqs: VecDeque::new(),
                 results: HashMap::new(),
                 next_ticket: 0,
+                leading: false,
             }),
             queue_cv: Condvar::new(),
             wal_segments: Mutex::new(Vec::new()),
@@ -1328,6 +1363,8 @@ impl DbInner {
         extra: Vec<EditOp>,
     ) -> Result<u64> {
         self.check_writable()?;
+        // Deferred puts queued before must reach the WAL first.
+        self.drain_queue();
         let _fl = self.flush_lock.lock();
         let mut w = self.write.lock();
         self.check_writable()?;
@@ -1573,6 +1610,8 @@ impl DbInner {
         check: &dyn Fn(u64, &[u8]) -> u64,
     ) -> Result<()> {
         self.check_writable()?;
+        // Deferred puts queued before must be durable with the prepare.
+        self.drain_queue();
         let w = self.write.lock();
         self.check_writable()?;
         let mut files: Vec<(u64, Arc<Table>)> = Vec::new();
@@ -1749,46 +1788,129 @@ impl DbInner {
             sync,
             kind,
             owner,
+            detached: false,
         });
         let mut q = self.queue.lock();
         let ticket = q.next_ticket;
         q.next_ticket += 1;
         q.reqs.push_back((ticket, req));
-        loop {
-            if let Some(r) = q.results.remove(&ticket) {
-                return r;
+        self.run_queue(q, Some(ticket))
+    }
+
+    /// Queues a blind put (no conflict check, no fsync of its own) and returns
+    /// at once: the next commit group writes it, ahead of every commit
+    /// submitted after this returns (so it is durable no later than they are).
+    /// While `pending` holds a put of the same key no group has taken yet,
+    /// that put's value is replaced instead (one record per group at most).
+    pub(crate) fn put_deferred(
+        &self,
+        cf: &Arc<CfInner>,
+        key: &[u8],
+        value: &[u8],
+        pending: &mut Option<DeferredPut>,
+    ) -> Result<()> {
+        self.check_writable()?;
+        if let Some(p) = pending.as_ref() {
+            // A leader takes the ops (leaving them empty) under this lock.
+            let mut ops = p.req.ops.lock();
+            if let Some((c, op, _)) = ops.first_mut() {
+                if Arc::ptr_eq(c, cf) && op.key == key {
+                    op.value.clear();
+                    op.value.extend_from_slice(value);
+                    return Ok(());
+                }
             }
-            if q.reqs.front().map(|x| x.0) == Some(ticket) {
-                break;
-            }
-            self.queue_cv.wait(&mut q);
         }
-        // Leader: take the whole queue (bounded).
-        let mut group = Vec::new();
-        let mut bytes = 0usize;
-        for (t, r) in q.reqs.iter() {
-            group.push((*t, r.clone()));
-            bytes += r.ops.lock().len();
-            if bytes > 100_000 {
-                break;
-            }
-        }
-        drop(q);
-        let results = self.process_group(&group);
+        let op = Op {
+            cf: cf.id,
+            kind: Kind::Put,
+            key: key.to_vec(),
+            value: value.to_vec(),
+        };
+        let req = Arc::new(CommitReq {
+            ops: Mutex::new(vec![(cf.clone(), op, 0)]),
+            check_conflicts: false,
+            sync: false,
+            kind: ReqKind::Commit,
+            owner: 0,
+            detached: true,
+        });
         let mut q = self.queue.lock();
-        for _ in 0..group.len() {
-            q.reqs.pop_front();
-        }
-        let mut mine = Err(Error::Closed);
-        for ((t, _), r) in group.iter().zip(results) {
-            if *t == ticket {
-                mine = r;
-            } else {
-                q.results.insert(*t, r);
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.reqs.push_back((ticket, req.clone()));
+        *pending = Some(DeferredPut { req });
+        Ok(())
+    }
+
+    /// Waits until every request queued before the call (deferred puts
+    /// included) is written, leading groups as needed. For commit paths that
+    /// bypass the queue (spilled write sets) and for close.
+    pub(crate) fn drain_queue(&self) {
+        let q = self.queue.lock();
+        let upto = q.next_ticket;
+        let _ = self.run_queue_until(q, None, upto);
+    }
+
+    fn run_queue<'a>(
+        &'a self,
+        q: parking_lot::MutexGuard<'a, Queue>,
+        ticket: Option<u64>,
+    ) -> Result<u64> {
+        self.run_queue_until(q, ticket, 0)
+    }
+
+    /// Waits for the result of `ticket` (or, with `None`, until no request
+    /// before ticket `upto` is left), leading a group whenever no one else is:
+    /// a group is everything queued (bounded), so requests that arrive while
+    /// a leader writes and fsyncs form the next group together.
+    fn run_queue_until<'a>(
+        &'a self,
+        mut q: parking_lot::MutexGuard<'a, Queue>,
+        ticket: Option<u64>,
+        upto: u64,
+    ) -> Result<u64> {
+        loop {
+            match ticket {
+                Some(t) => {
+                    if let Some(r) = q.results.remove(&t) {
+                        return r;
+                    }
+                }
+                None => {
+                    if q.reqs.front().map_or(true, |f| f.0 >= upto) {
+                        return Ok(0);
+                    }
+                }
             }
+            if q.leading || q.reqs.is_empty() {
+                self.queue_cv.wait(&mut q);
+                continue;
+            }
+            q.leading = true;
+            let mut group = Vec::new();
+            let mut bytes = 0usize;
+            for (t, r) in q.reqs.iter() {
+                group.push((*t, r.clone()));
+                bytes += r.ops.lock().len();
+                if bytes > 100_000 {
+                    break;
+                }
+            }
+            drop(q);
+            let results = self.process_group(&group);
+            q = self.queue.lock();
+            for _ in 0..group.len() {
+                q.reqs.pop_front();
+            }
+            for ((t, req), r) in group.iter().zip(results) {
+                if !req.detached {
+                    q.results.insert(*t, r);
+                }
+            }
+            q.leading = false;
+            self.queue_cv.notify_all();
         }
-        self.queue_cv.notify_all();
-        mine
     }
 
     fn process_group(&self, group: &[(u64, Arc<CommitReq>)]) -> Vec<Result<u64>> {
@@ -1887,8 +2009,9 @@ impl DbInner {
                     wal::frame_with(&mut framed, |out| {
                         batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o))
                     });
-                    // Only later requests of the group need our keys.
-                    if !last {
+                    // Only later requests of the group need our keys (not
+                    // those of a blind deferred put: it conflicts with none).
+                    if !last && !req.detached {
                         for (_, o, _) in &ops {
                             group_keys.insert((o.cf, o.key.clone()));
                         }
@@ -1934,6 +2057,7 @@ impl DbInner {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
             wal.append(&framed)?;
             crate::metrics::WAL_BYTES.add(framed.len() as u64);
+            crate::metrics::COMMIT_GROUPS.inc();
             if sync {
                 wal.sync()?;
                 self.wal_syncs.fetch_add(1, Ordering::Relaxed);
@@ -2330,6 +2454,10 @@ impl DbInner {
     // ------------------------------------------------------------ close
 
     pub(crate) fn close(&self) -> Result<()> {
+        if !self.closed.load(Ordering::SeqCst) {
+            // Write what is still queued (deferred puts).
+            self.drain_queue();
+        }
         if self.closed.swap(true, Ordering::SeqCst) {
             return Err(Error::Closed);
         }

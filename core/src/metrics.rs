@@ -33,6 +33,9 @@ impl Counter {
 
 /// Bytes appended to WAL segments (framed records).
 pub(crate) static WAL_BYTES: Counter = Counter::new();
+/// WAL appends by commit-group leaders (one per group; a group holds every
+/// commit queued while the previous group was written).
+pub(crate) static COMMIT_GROUPS: Counter = Counter::new();
 /// Bytes of table files written (memtable flushes, compactions, spills).
 pub(crate) static TABLE_BYTES: Counter = Counter::new();
 /// Memtables flushed to a table file.
@@ -65,6 +68,8 @@ pub struct Metrics {
     pub wal_bytes_written: u64,
     /// fsyncs of the WAL issued by commit groups of this database.
     pub wal_syncs: u64,
+    /// Commit groups written to the WAL (commits / groups = group size).
+    pub commit_groups: u64,
     pub table_bytes_written: u64,
     pub memtable_flushes: u64,
     pub compactions: u64,
@@ -95,6 +100,7 @@ impl Metrics {
     pub(crate) fn counters() -> Metrics {
         Metrics {
             wal_bytes_written: WAL_BYTES.get(),
+            commit_groups: COMMIT_GROUPS.get(),
             table_bytes_written: TABLE_BYTES.get(),
             memtable_flushes: MEMTABLE_FLUSHES.get(),
             compactions: COMPACTIONS.get(),

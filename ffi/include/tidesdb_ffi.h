@@ -95,6 +95,7 @@ struct tdb_engine_counters {
   uint64_t block_cache_bytes;   /* gauge */
   uint64_t wal_bytes_written;
   uint64_t wal_syncs;
+  uint64_t commit_groups;       /* WAL appends by group-commit leaders */
   uint64_t table_bytes_written; /* table files written by flushes and compactions */
   uint64_t memtable_flushes;
   uint64_t compactions;

@@ -12,7 +12,7 @@
 //! | key | value |
 //! |---|---|
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
-//! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a commit that does not wait for fsync: it is durable no later than the commit that used the value, which follows it in the WAL) |
+//! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit that used the value, which follows it in the WAL) |
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use tidesdb_core::{Cf, CfOptions, CommitOptions, Db, Isolation, IterOptions};
+use tidesdb_core::{Cf, CfOptions, CommitOptions, Db, DeferredPut, Isolation, IterOptions};
 
 use crate::status::{FfiError, FfiResult, Status};
 
@@ -178,8 +178,12 @@ pub struct TableShared {
     next_rowid: AtomicU64,
     seed_lock: Mutex<()>,
     /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it). The
-    /// counter is persisted in the catalog each time it moves.
+    /// counter is persisted in the catalog each time it moves (see
+    /// [`TableShared::persist_autoinc`]).
     autoinc: Mutex<u64>,
+    /// The counter's put still waiting for a commit group (rewritten in place
+    /// while it waits); guarded by `autoinc`'s lock.
+    autoinc_pending: Mutex<Option<DeferredPut>>,
     /// Largest half-extents per SPATIAL index (engine index -> (x, y)); None until
     /// loaded from the catalog.
     extents: Mutex<Option<HashMap<u32, (f64, f64)>>>,
@@ -220,6 +224,7 @@ impl TableShared {
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
             autoinc: Mutex::new(0),
+            autoinc_pending: Mutex::new(None),
             extents: Mutex::new(None),
             db,
             catalog_cf,
@@ -271,6 +276,9 @@ impl TableShared {
                 let st = self.state.read();
                 (st.meta.table_id, st.meta.auto_increment)
             };
+            // A put of the counter may still be queued (this table was open
+            // before): write it, so the read below sees it.
+            self.db.write_deferred();
             let mut txn = self.db.begin(Isolation::ReadCommitted);
             let persisted = match txn.get(&self.catalog_cf, &autoinc_key(table_id))? {
                 Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
@@ -369,15 +377,21 @@ impl TableShared {
         })
     }
 
+    /// Persists the counter (caller holds `autoinc`'s lock, so the values
+    /// queued only grow). A deferred put: it waits for no commit group, yet the
+    /// WAL holds it ahead of the commit of any row that uses a value it covers
+    /// (that commit is queued after it), so a restart or crash never hands out
+    /// a committed value again; puts queued while a group is being written
+    /// coalesce into one record.
     fn persist_autoinc(&self, value: u64) -> FfiResult<()> {
         let table_id = self.state.read().meta.table_id;
-        let mut txn = self.db.begin(Isolation::ReadCommitted);
-        txn.put(
+        let mut pending = self.autoinc_pending.lock();
+        self.db.put_deferred(
             &self.catalog_cf,
             &autoinc_key(table_id),
             &value.to_le_bytes(),
+            &mut pending,
         )?;
-        txn.commit_with(CommitOptions { sync: false })?;
         Ok(())
     }
 
@@ -695,6 +709,9 @@ impl Catalog {
     pub fn drop_table(&self, db: &Db, name: &str) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        // A queued put of the counter (left by a failed INSERT) is written
+        // before this transaction's snapshot, or it would conflict with the delete.
+        db.write_deferred();
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &table_key(name))?;
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
@@ -745,6 +762,7 @@ impl Catalog {
             *shared.autoinc.lock() = 0;
             *shared.extents.lock() = None;
         }
+        db.write_deferred(); // as in drop_table
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &autoinc_key(old.table_id))?;
         txn.delete(&self.cf, &stats_key(old.table_id))?;
