@@ -76,7 +76,7 @@ impl EngineCounters {
     }
 
     /// (name, value) pairs, in the header's order (the status report prints them).
-    pub fn named(&self) -> [(&'static str, u64); 21] {
+    pub fn named(&self) -> [(&'static str, u64); 22] {
         [
             ("commits", self.commits),
             ("rollbacks", self.rollbacks),
