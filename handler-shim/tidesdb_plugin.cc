@@ -399,6 +399,20 @@ static int tidesdb_init(void *p) {
     return 1;
   }
   sql_print_information("TidesDB: opened %s", dir.c_str());
+  {
+    /* Damaged table files were set aside instead of stopping the engine: say so. */
+    const char *damaged = nullptr;
+    size_t len = tdb_engine_damaged_files(&damaged);
+    std::string text = damaged ? std::string(damaged, len) : std::string();
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      if (end > start)
+        sql_print_error("TidesDB: %s", text.substr(start, end - start).c_str());
+      start = end + 1;
+    }
+  }
   ignore_db_dirs_append(ENGINE_DIR_NAME);
 
   handlerton *h = tidesdb_hton;
