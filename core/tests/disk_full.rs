@@ -58,7 +58,11 @@ fn libc_enospc() -> i32 {
 
 fn commit_row(db: &Db, cf: &Cf, k: u32, len: usize) -> Result<()> {
     let mut t = db.begin(Isolation::RepeatableRead);
-    t.put(cf, format!("k{k:07}").as_bytes(), &vec![(k % 251) as u8; len])?;
+    t.put(
+        cf,
+        format!("k{k:07}").as_bytes(),
+        &vec![(k % 251) as u8; len],
+    )?;
     t.commit()
 }
 
