@@ -588,7 +588,6 @@ impl Db {
             .store(bytes.max(1), Ordering::Relaxed);
     }
 
-    /// Directory of the database.
     /// Table files set aside when the database opened because their footer,
     /// index, filter or props block could not be read or verified (or the
     /// file was missing). Reads of their key ranges fail with
@@ -618,6 +617,7 @@ impl Db {
         self.inner().bg_error.lock().as_ref().map(|e| e.to_string())
     }
 
+    /// Directory of the database.
     pub fn path(&self) -> &Path {
         &self.inner().dir
     }
@@ -1878,9 +1878,11 @@ impl DbInner {
             if let Err(e) = self.check_writable() {
                 return group.iter().map(|_| Err(e.duplicate())).collect();
             }
-            // The flush / compaction that would end the stall is failing (a
-            // full disk): fail these writes with its error instead of waiting.
-            if let Some(e) = self.bg_error.lock().as_ref() {
+            // The flush / compaction that would end the stall is failing on
+            // I/O (a full disk): fail these writes with its error instead of
+            // waiting for ever. (A compaction failing on a damaged file does
+            // not fail writes: other flushes and compactions go on.)
+            if let Some(e @ Error::Io { .. }) = self.bg_error.lock().as_ref() {
                 return group.iter().map(|_| Err(e.duplicate())).collect();
             }
             crate::metrics::WRITE_STALLS.inc();

@@ -44,10 +44,8 @@ fn fill(path: &Path) {
 
 fn is_disk_full(e: &Error) -> bool {
     match e {
-        Error::Io { source, .. } => {
-            source.raw_os_error() == Some(libc_enospc())
-                || source.kind() == std::io::ErrorKind::StorageFull
-        }
+        // The errno survives `Error::duplicate` (one error, several waiters).
+        Error::Io { source, .. } => source.raw_os_error() == Some(libc_enospc()),
         _ => false,
     }
 }
