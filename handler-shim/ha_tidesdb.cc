@@ -1390,10 +1390,17 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
 }
 
 /* CHECK / OPTIMIZE TABLE stopped by an engine error: a damaged table file makes the
-   table "Corrupt" (with the engine's reason as a warning), anything else "failed". */
+   table "Corrupt", anything else (a full disk, ...) "failed"; either way with the
+   engine's reason as a warning. */
 int ha_tidesdb::admin_failed(THD *thd, int status) {
+  std::string why = tdb_last_error();
   int err = fail(status);
-  if (status != TDB_CORRUPTION) return HA_ADMIN_FAILED;
+  if (status != TDB_CORRUPTION) {
+    push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN,
+                        err == HA_ERR_DISK_FULL ? ER_DISK_FULL : ER_GET_ERRNO, "TidesDB: %s",
+                        why.c_str());
+    return HA_ADMIN_FAILED;
+  }
   push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, ER_NOT_KEYFILE, "%s: %s",
                       private_error_text(err), m_last_error.c_str());
   return HA_ADMIN_CORRUPT;

@@ -224,6 +224,16 @@ static bool ends_transaction(THD *thd, bool all) {
   return all || !thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN);
 }
 
+/* A commit or prepare that failed for lack of space (ENOSPC / EDQUOT while writing
+   the engine's log): raised as ER_DISK_FULL, naming the directory to free space in,
+   before the server's generic ER_ERROR_DURING_COMMIT (the first error is the one
+   the client gets). Nothing of the transaction was written; space freed, the next
+   commit works (no restart). */
+static void raise_disk_full() {
+  my_printf_error(ER_DISK_FULL, "Disk got full writing '%s' (Errcode: %M)", MYF(0),
+                  ENGINE_DIR_NAME, ENOSPC);
+}
+
 static int tidesdb_commit(handlerton *, THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx) return 0;
@@ -235,6 +245,7 @@ static int tidesdb_commit(handlerton *, THD *thd, bool all) {
        do not retry. A conflict or deadlock is raised as ER_LOCK_DEADLOCK first: the
        statement's first error is the one the client gets. */
     if (err == HA_ERR_LOCK_DEADLOCK) my_error(ER_LOCK_DEADLOCK, MYF(0));
+    if (err == HA_ERR_DISK_FULL) raise_disk_full();
     return err;
   }
   return 0;
@@ -283,7 +294,9 @@ static int tidesdb_prepare(handlerton *, THD *thd, bool all) {
   int st = tdb_trx_prepare(trx, (const uint8_t *)b.data(), b.size());
   if (st) {
     sql_print_warning("TidesDB: prepare failed: %s", tdb_last_error());
-    return to_ha_error(st, thd);
+    int err = to_ha_error(st, thd);
+    if (err == HA_ERR_DISK_FULL) raise_disk_full();
+    return err;
   }
   return 0;
 }
@@ -415,6 +428,20 @@ static int tidesdb_init(void *p) {
   }
   tdb_engine_set_lock_escalation_threshold(sysvar_lock_escalation_threshold);
   sql_print_information("TidesDB: opened %s", dir.c_str());
+  {
+    /* Damaged table files were set aside instead of stopping the engine: say so. */
+    const char *damaged = nullptr;
+    size_t len = tdb_engine_damaged_files(&damaged);
+    std::string text = damaged ? std::string(damaged, len) : std::string();
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      if (end > start)
+        sql_print_error("TidesDB: %s", text.substr(start, end - start).c_str());
+      start = end + 1;
+    }
+  }
   ignore_db_dirs_append(ENGINE_DIR_NAME);
 
   handlerton *h = tidesdb_hton;

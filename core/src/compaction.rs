@@ -91,8 +91,10 @@ impl Merger {
 
 impl DbInner {
     pub(crate) fn compaction_thread(self: Arc<Self>) {
+        let mut backoff = Duration::ZERO;
         loop {
             let mut did = false;
+            let mut failed = false;
             let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
             for cf in cfs {
                 if self.is_shutdown() || self.is_poisoned() {
@@ -101,10 +103,25 @@ impl DbInner {
                 match self.maybe_compact(&cf) {
                     Ok(true) => did = true,
                     Ok(false) => {}
-                    Err(_) => {
-                        // Compaction failures lose nothing; retry later.
+                    Err(e) => {
+                        // Compaction failures lose nothing (the inputs stay,
+                        // partial outputs are removed); retry after a pause
+                        // that grows while they last (a full disk).
+                        self.note_bg_error(&e);
+                        failed = true;
                     }
                 }
+            }
+            if failed {
+                backoff = crate::db::next_backoff(backoff);
+                if !self.bg_sleep(backoff) {
+                    return;
+                }
+                continue;
+            }
+            backoff = Duration::ZERO;
+            if did {
+                self.clear_bg_error();
             }
             if !did && !self.bg_wait(Duration::from_millis(200)) {
                 return;
@@ -129,8 +146,16 @@ impl DbInner {
     }
 
     fn pick(&self, cf: &CfInner, lv: &Levels) -> Option<Job> {
+        // Quarantined tables (`Table::broken`) are never inputs: a job that
+        // would need one (its key range overlaps them one level down) is
+        // not run. At L0 the intact files go down without them; a
+        // quarantined L0 file stays above and keeps answering its range
+        // with the error, so nothing it shadows becomes visible.
         let mut best: Option<(f64, usize)> = None;
-        let l0 = lv.levels.first().map_or(0, |l| l.len());
+        let l0 = lv
+            .levels
+            .first()
+            .map_or(0, |l| l.iter().filter(|f| !is_broken(f)).count());
         if l0 >= L0_TRIGGER {
             best = Some((l0 as f64 / L0_TRIGGER as f64, 0));
         }
@@ -144,20 +169,25 @@ impl DbInner {
         let (_, level) = best?;
         let mut inputs: Vec<Arc<FileHandle>>;
         if level == 0 {
-            inputs = lv.levels[0].clone();
+            inputs = lv.levels[0]
+                .iter()
+                .filter(|f| !is_broken(f))
+                .cloned()
+                .collect();
         } else {
-            let files = &lv.levels[level];
+            let files: Vec<&Arc<FileHandle>> =
+                lv.levels[level].iter().filter(|f| !is_broken(f)).collect();
             let ptr = cf
                 .compact_ptr
                 .lock()
                 .get(level)
                 .cloned()
                 .unwrap_or_default();
-            let f = files
+            let f = (*files
                 .iter()
                 .find(|f| f.meta.smallest > ptr)
-                .or_else(|| files.first())?
-                .clone();
+                .or_else(|| files.first())?)
+            .clone();
             if let Some(p) = cf.compact_ptr.lock().get_mut(level) {
                 *p = f.meta.largest.clone();
             }
@@ -169,6 +199,9 @@ impl DbInner {
             if f.meta.largest.as_slice() >= lo.as_slice()
                 && f.meta.smallest.as_slice() <= hi.as_slice()
             {
+                if is_broken(f) {
+                    return None;
+                }
                 inputs.push(f.clone());
             }
         }
@@ -235,10 +268,12 @@ impl DbInner {
             .all()
             .flat_map(|f| f.table.props.vlog_refs.iter().copied())
             .collect();
+        // A quarantined table's pointers are unknown: keep every file.
+        let any_broken = lv.all().any(|f| is_broken(f));
         let orphans: Vec<u64> = lv
             .vlogs
             .keys()
-            .filter(|n| !referenced.contains(n))
+            .filter(|n| !any_broken && !referenced.contains(n))
             .copied()
             .collect();
         if !orphans.is_empty() {
@@ -251,10 +286,17 @@ impl DbInner {
         let points =
             |f: &Arc<FileHandle>| f.table.props.vlog_refs.iter().any(|n| cands.contains(n));
         if lv.levels[0].iter().any(points) {
-            let mut inputs = lv.levels[0].clone();
+            let mut inputs: Vec<Arc<FileHandle>> = lv.levels[0]
+                .iter()
+                .filter(|f| !is_broken(f))
+                .cloned()
+                .collect();
             if let Some((lo, hi)) = key_range(&inputs) {
                 for f in &lv.levels[1] {
                     if f.meta.largest >= lo && f.meta.smallest <= hi {
+                        if is_broken(f) {
+                            return Ok(None);
+                        }
                         inputs.push(f.clone());
                     }
                 }
@@ -375,6 +417,10 @@ impl DbInner {
         }
         if picked.is_empty() {
             return Ok(());
+        }
+        // A quarantined table cannot be rewritten: say why (OPTIMIZE TABLE).
+        if let Some((_, f)) = picked.iter().find(|(_, f)| is_broken(f)) {
+            return Err(f.table.broken_error());
         }
         let deepest = picked.iter().map(|x| x.0).max().unwrap_or(1).max(1);
         let inputs: Vec<Arc<FileHandle>> = picked.into_iter().map(|x| x.1).collect();
@@ -673,6 +719,10 @@ impl DbInner {
         };
         Ok((outputs, VlogDelta { garbage, new_file }))
     }
+}
+
+fn is_broken(f: &FileHandle) -> bool {
+    f.table.broken.is_some()
 }
 
 fn level_of(lv: &Levels, file_no: u64) -> Option<usize> {

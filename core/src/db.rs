@@ -22,6 +22,16 @@ use std::time::Duration;
 /// Immutable memtables per column family before writers stall.
 pub(crate) const MAX_IMMS: usize = 4;
 
+/// A table file quarantined at open (see [`Db::quarantined_files`]).
+#[derive(Clone, Debug)]
+pub struct QuarantinedFile {
+    /// Name of its column family.
+    pub cf: String,
+    pub path: PathBuf,
+    /// The error reads of its key range get.
+    pub error: String,
+}
+
 pub(crate) struct FileHandle {
     pub meta: FileMeta,
     pub table: Arc<Table>,
@@ -301,6 +311,9 @@ pub(crate) struct DbInner {
     bg_cv: Condvar,
     closed: AtomicBool,
     poisoned: AtomicBool,
+    /// Last failure of a background flush or compaction, until one succeeds
+    /// again (stalled writers get it instead of waiting for ever).
+    bg_error: Mutex<Option<Error>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock_file: Mutex<Option<File>>,
     pub locks: crate::lock::LockManager,
@@ -643,6 +656,35 @@ impl Db {
             .store(locks, Ordering::Relaxed);
     }
 
+    /// Table files set aside when the database opened because their footer,
+    /// index, filter or props block could not be read or verified (or the
+    /// file was missing). Reads of their key ranges fail with
+    /// `Error::Corruption`; dropping the column family removes them.
+    pub fn quarantined_files(&self) -> Vec<QuarantinedFile> {
+        let cfs: Vec<Arc<CfInner>> = self.inner().cfs.read().values().cloned().collect();
+        let mut out = Vec::new();
+        for cf in cfs {
+            let sv = cf.current();
+            for f in sv.levels.all() {
+                if f.table.broken.is_some() {
+                    out.push(QuarantinedFile {
+                        cf: cf.name.lock().clone(),
+                        path: f.table.path.clone(),
+                        error: f.table.broken_error().to_string(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The last failure of a background memtable flush or compaction, while
+    /// it lasts (cleared when a background job succeeds again). Such jobs
+    /// are retried with a growing pause; meanwhile nothing is lost.
+    pub fn background_error(&self) -> Option<String> {
+        self.inner().bg_error.lock().as_ref().map(|e| e.to_string())
+    }
+
     /// Directory of the database.
     pub fn path(&self) -> &Path {
         &self.inner().dir
@@ -705,12 +747,27 @@ impl DbInner {
             let mut levels = Levels::new();
             for (lvl, files) in meta.levels.iter().enumerate() {
                 for fm in files {
-                    let t = Table::open_with(
-                        sst::table_path(dir, fm.file_no),
+                    let path = sst::table_path(dir, fm.file_no);
+                    // A file whose footer, index, filter or props is damaged
+                    // (or that is missing) does not stop the engine: it is
+                    // quarantined, its key range answering with the error
+                    // (`Db::quarantined_files`). Nothing on disk changes.
+                    let t = match Table::open_with(
+                        path.clone(),
                         fm.file_no,
                         cache.clone(),
                         dio.as_ref(),
-                    )?;
+                    ) {
+                        Ok(t) => t,
+                        Err(e) => Table::quarantined(
+                            path,
+                            fm.file_no,
+                            cache.clone(),
+                            &fm.smallest,
+                            &fm.largest,
+                            &e,
+                        ),
+                    };
                     levels.levels[lvl].push(Arc::new(FileHandle {
                         meta: fm.clone(),
                         table: Arc::new(t),
@@ -917,6 +974,7 @@ impl DbInner {
             bg_cv: Condvar::new(),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            bg_error: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
             locks: crate::lock::LockManager::new(),
@@ -1048,10 +1106,11 @@ impl DbInner {
     }
 
     fn flush_thread(self: Arc<Self>) {
+        let mut backoff = Duration::ZERO;
         loop {
             {
                 let mut g = self.bg.lock();
-                while !g.flush_requested && !g.shutdown {
+                while !g.flush_requested && !g.shutdown && backoff.is_zero() {
                     self.bg_cv.wait_for(&mut g, Duration::from_millis(500));
                 }
                 if g.shutdown {
@@ -1059,11 +1118,53 @@ impl DbInner {
                 }
                 g.flush_requested = false;
             }
-            if let Err(_e) = self.flush_pending() {
-                self.poisoned.store(true, Ordering::SeqCst);
-                self.stall_cv.notify_all();
+            match self.flush_pending() {
+                Ok(()) => {
+                    backoff = Duration::ZERO;
+                    self.clear_bg_error();
+                }
+                Err(e) => {
+                    // Nothing is lost: the memtable stays (readable, its WAL
+                    // kept) and is flushed again after a pause that grows
+                    // while the failure lasts (a full disk: no busy loop).
+                    self.note_bg_error(&e);
+                    backoff = next_backoff(backoff);
+                    if !self.bg_sleep(backoff) {
+                        return;
+                    }
+                }
             }
         }
+    }
+
+    /// Records a failed background job (see `Db::background_error`).
+    pub(crate) fn note_bg_error(&self, e: &Error) {
+        if matches!(e, Error::Closed) {
+            return;
+        }
+        crate::metrics::BACKGROUND_ERRORS.inc();
+        *self.bg_error.lock() = Some(e.duplicate());
+        self.stall_cv.notify_all();
+    }
+
+    pub(crate) fn clear_bg_error(&self) {
+        let mut g = self.bg_error.lock();
+        if g.is_some() {
+            *g = None;
+        }
+    }
+
+    /// Sleeps `d` (not cut short by flush requests, only by shutdown);
+    /// false on shutdown.
+    pub(crate) fn bg_sleep(&self, d: Duration) -> bool {
+        let deadline = std::time::Instant::now() + d;
+        let mut g = self.bg.lock();
+        while !g.shutdown {
+            if self.bg_cv.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+        !g.shutdown
     }
 
     fn sync_thread(self: Arc<Self>) {
@@ -1175,8 +1276,11 @@ impl DbInner {
             .map_err(|d| Error::InvalidArgument(format!("manifest edit rejected: {d}")))?;
         st2.next_file = st2.next_file.max(self.next_file.load(Ordering::SeqCst));
         let r = w.append(ops, &st2, || self.next_file.fetch_add(1, Ordering::SeqCst));
-        if r.is_err() {
-            self.poisoned.store(true, Ordering::SeqCst);
+        // A write the writer could cut back (no space, ...) leaves the
+        // manifest whole: the edit simply did not happen. Anything else
+        // (fsync) refuses writes until reopen.
+        if r.is_err() && w.broken {
+            self.poison();
         }
         r?;
         *st = st2;
@@ -1935,6 +2039,13 @@ impl DbInner {
             if let Err(e) = self.check_writable() {
                 return group.iter().map(|_| Err(e.duplicate())).collect();
             }
+            // The flush / compaction that would end the stall is failing on
+            // I/O (a full disk): fail these writes with its error instead of
+            // waiting for ever. (A compaction failing on a damaged file does
+            // not fail writes: other flushes and compactions go on.)
+            if let Some(e @ Error::Io { .. }) = self.bg_error.lock().as_ref() {
+                return group.iter().map(|_| Err(e.duplicate())).collect();
+            }
             crate::metrics::WRITE_STALLS.inc();
             self.request_flush();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
@@ -2055,17 +2166,27 @@ impl DbInner {
             && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
-            wal.append(&framed)?;
+            // A failed append (no space, ...) is cut back off the segment by
+            // the writer: these commits fail, later ones may succeed. Only a
+            // failed fsync (or a cut that failed) refuses writes until reopen.
+            if let Err(e) = wal.append(&framed) {
+                if wal.torn {
+                    self.poison();
+                }
+                return Err(e);
+            }
             crate::metrics::WAL_BYTES.add(framed.len() as u64);
             crate::metrics::COMMIT_GROUPS.inc();
             if sync {
-                wal.sync()?;
+                if let Err(e) = wal.sync() {
+                    self.poison();
+                    return Err(e);
+                }
                 self.wal_syncs.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
         })();
         if let Err(e) = io {
-            self.poisoned.store(true, Ordering::SeqCst);
             for (i, _, _) in &accepted {
                 results[*i] = Err(e.duplicate());
             }
@@ -2135,11 +2256,10 @@ impl DbInner {
         }
         for cf in touched {
             if cf.current().mem.size() >= self.opts.write_buffer_size {
-                if let Err(e) = self.rotate(&mut w, &cf) {
-                    // Data is durable in the WAL already; report but keep results.
-                    let _ = e;
-                    self.poisoned.store(true, Ordering::SeqCst);
-                }
+                // Data is durable in the WAL already. A rotation that could
+                // not create the next segment (no space) is tried again at
+                // the next commit; a failed fsync poisoned in `new_segment`.
+                let _ = self.rotate(&mut w, &cf);
             }
         }
         self.maybe_rotate_for_wal_size(&mut w);
@@ -2174,7 +2294,10 @@ impl DbInner {
         if old.size == 0 {
             return Ok(());
         }
-        old.sync()?;
+        if let Err(e) = old.sync() {
+            self.poison();
+            return Err(e);
+        }
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
         let nw = WalWriter::create(&self.dir, no)?;
         *self.current_wal_file.lock() = Some(nw.file.clone());
@@ -2505,11 +2628,15 @@ impl DbInner {
         self.stall_cv.notify_all();
     }
 
-    #[allow(dead_code)]
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::SeqCst);
         self.stall_cv.notify_all();
     }
+}
+
+/// Pause before retrying a failed background job: 100 ms, doubling, at most 5 s.
+pub(crate) fn next_backoff(prev: Duration) -> Duration {
+    (prev * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 /// A value log file written by a job, opened, with its size.
@@ -2614,9 +2741,14 @@ pub(crate) fn finish_table(
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = b.path().to_path_buf();
-    let (size, props) = b.finish()?;
+    // A file that cannot be finished (no space, ...) must not stay behind.
+    let (size, props) = b.finish().inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })?;
     crate::metrics::TABLE_BYTES.add(size);
-    let t = Table::open_with(path, no, cache.clone(), dio)?;
+    let t = Table::open_with(path.clone(), no, cache.clone(), dio).inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })?;
     let fm = FileMeta {
         file_no: no,
         size,

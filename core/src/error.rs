@@ -91,7 +91,11 @@ impl Error {
         match self {
             Error::Io { context, source } => Error::Io {
                 context: context.clone(),
-                source: std::io::Error::new(source.kind(), source.to_string()),
+                // Keep the errno (ENOSPC, EDQUOT, ...) where there is one.
+                source: match source.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(source.kind(), source.to_string()),
+                },
             },
             Error::Corruption {
                 file,

@@ -36,7 +36,7 @@ mod txn;
 mod vlog;
 mod wal;
 
-pub use db::{Cf, Db, DeferredPut, PreparedTxn};
+pub use db::{Cf, Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use lock::{CancelHandle, LockMode};
 pub use metrics::Metrics;

@@ -41,7 +41,6 @@ use crate::error::{Error, Result};
 use crate::options::{CfOptions, Compression};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub(crate) const NUM_LEVELS: usize = 7;
@@ -526,11 +525,27 @@ pub(crate) struct ManifestWriter {
     path: PathBuf,
     file: File,
     size: u64,
+    /// An append could not be undone or an fsync failed: the manifest on
+    /// disk may not match the state, so no further edit may be written
+    /// (the database refuses writes until it is reopened).
+    pub broken: bool,
 }
 
 impl ManifestWriter {
     /// Creates a new manifest holding a snapshot of `st` and points CURRENT at it.
     pub(crate) fn create(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
+        let w = ManifestWriter::create_unnamed(dir, number, st)?;
+        crate::fsutil::atomic_write(
+            dir,
+            "CURRENT",
+            format!("{}\n", manifest_name(number)).as_bytes(),
+        )?;
+        Ok(w)
+    }
+
+    /// Writes the snapshot of `st` to a new manifest file CURRENT does not
+    /// name yet (removed again on failure).
+    fn create_unnamed(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
         let path = dir.join(manifest_name(number));
         let file = OpenOptions::new()
             .create(true)
@@ -544,31 +559,45 @@ impl ManifestWriter {
             path,
             file,
             size: 0,
+            broken: false,
         };
-        w.append_raw(&st.snapshot_ops())?;
-        crate::fsutil::atomic_write(
-            dir,
-            "CURRENT",
-            format!("{}\n", manifest_name(number)).as_bytes(),
-        )?;
+        if let Err(e) = w.append_raw(&st.snapshot_ops()) {
+            let _ = std::fs::remove_file(&w.path);
+            return Err(e);
+        }
         Ok(w)
     }
 
+    /// Durably appends one framed edit. A failed write (no space, ...) is cut
+    /// back off the file, so the manifest still ends with a whole edit and
+    /// the caller may go on; a failed fsync, or a cut that fails, makes the
+    /// writer `broken`.
     fn append_raw(&mut self, ops: &[EditOp]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        if self.broken {
+            return Err(Error::Poisoned);
+        }
         let mut framed = Vec::new();
         crate::wal::frame_record(&mut framed, &encode_edit(ops));
-        self.file
-            .write_all(&framed)
-            .map_err(|e| Error::io(format!("write {}", self.path.display()), e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("fsync {}", self.path.display()), e))?;
+        if let Err(e) = self.file.write_all_at(&framed, self.size) {
+            if self.file.set_len(self.size).is_err() {
+                self.broken = true;
+            }
+            return Err(Error::io(format!("write {}", self.path.display()), e));
+        }
+        if let Err(e) = self.file.sync_data() {
+            self.broken = true;
+            return Err(Error::io(format!("fsync {}", self.path.display()), e));
+        }
         self.size += framed.len() as u64;
         Ok(())
     }
 
     /// Durably appends an edit (already applied to `st` by the caller), rolling
     /// over to a fresh manifest when this one is large. `alloc` gives a file number.
+    /// Once the edit is appended the call succeeds even if the roll-over
+    /// cannot be written (it is tried again at the next edit), unless CURRENT
+    /// was switched without being made durable (then the writer is `broken`).
     pub(crate) fn append(
         &mut self,
         ops: &[EditOp],
@@ -577,10 +606,27 @@ impl ManifestWriter {
     ) -> Result<()> {
         self.append_raw(ops)?;
         if self.size > ROLL_SIZE {
-            let old = self.path.clone();
             let n = alloc();
-            *self = ManifestWriter::create(&self.dir.clone(), n, st)?;
-            let _ = std::fs::remove_file(old);
+            let Ok(mut nw) = ManifestWriter::create_unnamed(&self.dir, n, st) else {
+                return Ok(());
+            };
+            let name = manifest_name(n);
+            if let Err(e) =
+                crate::fsutil::atomic_write(&self.dir, "CURRENT", format!("{name}\n").as_bytes())
+            {
+                let cur = std::fs::read(self.dir.join("CURRENT")).unwrap_or_default();
+                if cur.strip_suffix(b"\n") == Some(name.as_bytes()) {
+                    // Renamed, but the directory fsync failed.
+                    nw.broken = true;
+                    let old = std::mem::replace(self, nw);
+                    let _ = std::fs::remove_file(&old.path);
+                    return Err(e);
+                }
+                let _ = std::fs::remove_file(&nw.path);
+                return Ok(());
+            }
+            let old = std::mem::replace(self, nw);
+            let _ = std::fs::remove_file(&old.path);
         }
         Ok(())
     }

@@ -61,6 +61,9 @@ pub(crate) static DEADLOCKS: Counter = Counter::new();
 pub(crate) static LOCK_ESCALATIONS: Counter = Counter::new();
 /// Commits refused with `Error::Conflict` (first committer wins).
 pub(crate) static WRITE_CONFLICTS: Counter = Counter::new();
+/// Background memtable flushes and compactions that failed (each is tried
+/// again later, with a growing pause).
+pub(crate) static BACKGROUND_ERRORS: Counter = Counter::new();
 
 /// A snapshot of the engine's counters and gauges.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,6 +87,8 @@ pub struct Metrics {
     pub deadlocks: u64,
     pub lock_escalations: u64,
     pub write_conflicts: u64,
+    /// Background flushes / compactions that failed and wait to be retried.
+    pub background_errors: u64,
     /// Table files of every column family of this database (gauge).
     pub table_files: u64,
     /// Bytes of those table files (gauge).
@@ -113,6 +118,7 @@ impl Metrics {
             deadlocks: DEADLOCKS.get(),
             lock_escalations: LOCK_ESCALATIONS.get(),
             write_conflicts: WRITE_CONFLICTS.get(),
+            background_errors: BACKGROUND_ERRORS.get(),
             ..Metrics::default()
         }
     }

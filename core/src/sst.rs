@@ -156,6 +156,15 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    /// A block without entries (the index of a quarantined table).
+    pub(crate) fn empty() -> Block {
+        Block {
+            data: Vec::new(),
+            keys: Vec::new(),
+            ents: Vec::new(),
+        }
+    }
+
     pub(crate) fn decode(data: Vec<u8>, path: &Path, offset: u64) -> Result<Block> {
         let bad = |d: &str| Error::corruption(path, offset, format!("bad block: {d}"));
         if data.len() < 4 {
@@ -596,7 +605,8 @@ impl TableBuilder {
 pub(crate) struct Table {
     pub file_no: u64,
     pub path: PathBuf,
-    file: File,
+    /// `None` only for a quarantined table whose file could not be opened.
+    file: Option<File>,
     pub size: u64,
     index: Block,
     filter: Vec<u8>,
@@ -604,6 +614,21 @@ pub(crate) struct Table {
     cache: Arc<BlockCache>,
     /// `O_DIRECT` descriptor for data block reads (`use_direct_reads`).
     direct: Option<(File, Arc<crate::fsutil::DirectIo>)>,
+    /// Set when the file's footer, index, filter or props could not be read
+    /// or verified at open: the table is a placeholder covering the user-key
+    /// range the manifest records for it. Every read touching that range
+    /// fails with `Error::Corruption`; compaction never takes it.
+    pub broken: Option<Broken>,
+}
+
+/// Why a table is quarantined, and the user-key range it covers.
+#[derive(Debug)]
+pub(crate) struct Broken {
+    /// The open error without the file name (e.g. "bad magic at offset 1234").
+    pub reason: String,
+    pub offset: u64,
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
 }
 
 impl std::fmt::Debug for Table {
@@ -751,14 +776,74 @@ impl Table {
         Ok(Table {
             file_no,
             path,
-            file,
+            file: Some(file),
             size,
             index,
             filter,
             props,
             cache,
             direct,
+            broken: None,
         })
+    }
+
+    /// A placeholder for a table file that `open` refused (`err`): it holds
+    /// no data and answers every read in `[smallest, largest]` (user keys,
+    /// from the manifest) with `Error::Corruption` naming the file and `err`.
+    pub(crate) fn quarantined(
+        path: PathBuf,
+        file_no: u64,
+        cache: Arc<BlockCache>,
+        smallest: &[u8],
+        largest: &[u8],
+        err: &Error,
+    ) -> Table {
+        let (reason, offset) = match err {
+            Error::Corruption { offset, detail, .. } => (detail.clone(), *offset),
+            Error::ChecksumMismatch {
+                offset,
+                expected,
+                got,
+                ..
+            } => (
+                format!("checksum mismatch: expected {expected:#010x}, got {got:#010x}"),
+                *offset,
+            ),
+            Error::Io { source, .. } => (source.to_string(), 0),
+            e => (e.to_string(), 0),
+        };
+        Table {
+            file_no,
+            path,
+            file: None,
+            size: 0,
+            index: Block::empty(),
+            filter: Vec::new(),
+            props: Props::default(),
+            cache,
+            direct: None,
+            broken: Some(Broken {
+                reason,
+                offset,
+                smallest: smallest.to_vec(),
+                largest: largest.to_vec(),
+            }),
+        }
+    }
+
+    /// The error every read of a quarantined table's range gets.
+    pub(crate) fn broken_error(&self) -> Error {
+        match &self.broken {
+            Some(b) => Error::corruption(
+                &self.path,
+                b.offset,
+                format!(
+                    "table file set aside when the engine opened, its data cannot be read: {}",
+                    b.reason
+                ),
+            ),
+            None => Error::corruption(&self.path, 0, "not a quarantined table"),
+        }
     }
 
     fn block(&self, i: usize) -> Result<Arc<Block>> {
@@ -767,8 +852,11 @@ impl Table {
         if let Some(b) = self.cache.get(self.file_no, h.off) {
             return Ok(b);
         }
+        let Some(file) = &self.file else {
+            return Err(self.broken_error());
+        };
         let raw = read_raw_block_with(
-            &self.file,
+            file,
             self.direct.as_ref().map(|(f, d)| (f, &**d)),
             &self.path,
             h,
@@ -785,6 +873,12 @@ impl Table {
 
     /// Newest version of `user` with seq <= `snap`.
     pub(crate) fn get(&self, user: &[u8], snap: u64) -> Result<Option<(u64, Kind, Vec<u8>)>> {
+        if let Some(b) = &self.broken {
+            if b.smallest.as_slice() <= user && user <= b.largest.as_slice() {
+                return Err(self.broken_error());
+            }
+            return Ok(None);
+        }
         if !self.may_contain(user) {
             return Ok(None);
         }
@@ -842,6 +936,12 @@ pub(crate) struct TableIter {
     block: Option<Arc<Block>>,
     pos: usize,
     err: Option<Error>,
+    /// Quarantined table: the encoded internal key of the virtual entry the
+    /// iterator sits on (a seq-0 tombstone at the first / last key of its
+    /// range the seek reached). The merge sees it as an ordinary entry, so it
+    /// is reached only when the scan gets into the damaged range; stepping
+    /// past it sets the corruption error. Empty = not positioned.
+    virt: Vec<u8>,
 }
 
 impl TableIter {
@@ -852,7 +952,33 @@ impl TableIter {
             block: None,
             pos: 0,
             err: None,
+            virt: Vec::new(),
         }
+    }
+    /// Positions a quarantined table's iterator on `user` (clamped into its
+    /// range), or nowhere when `None`. Returns false for an intact table.
+    fn virt_seek(&mut self, user: Option<&[u8]>) -> bool {
+        let Some(b) = &self.t.broken else {
+            return false;
+        };
+        self.err = None;
+        self.virt.clear();
+        if let Some(u) = user {
+            let u = u.clamp(b.smallest.as_slice(), b.largest.as_slice());
+            encode_ikey(&mut self.virt, u, 0, Kind::Delete);
+        }
+        true
+    }
+    /// Steps off a quarantined table's virtual entry: into its damaged data.
+    fn virt_step(&mut self) -> bool {
+        if self.t.broken.is_none() {
+            return false;
+        }
+        if !self.virt.is_empty() {
+            self.virt.clear();
+            self.err = Some(self.t.broken_error());
+        }
+        true
     }
     fn load(&mut self, bi: usize) -> bool {
         self.bi = bi;
@@ -885,6 +1011,9 @@ impl TableIter {
         }
     }
     fn cur_key(&self) -> &[u8] {
+        if self.t.broken.is_some() {
+            return &self.virt;
+        }
         match &self.block {
             Some(b) => b.key(self.pos),
             None => &[],
@@ -894,9 +1023,17 @@ impl TableIter {
 
 impl crate::iter::InternalIterator for TableIter {
     fn valid(&self) -> bool {
+        if self.t.broken.is_some() {
+            return self.err.is_none() && !self.virt.is_empty();
+        }
         self.err.is_none() && self.block.as_ref().is_some_and(|b| self.pos < b.len())
     }
     fn seek(&mut self, user: &[u8], seq: u64) {
+        if let Some(b) = &self.t.clone().broken {
+            let hit = user <= b.largest.as_slice();
+            self.virt_seek(hit.then_some(user));
+            return;
+        }
         let bi = self.t.index.lower_bound(user, seq);
         if self.load(bi) {
             if let Some(b) = &self.block {
@@ -906,6 +1043,16 @@ impl crate::iter::InternalIterator for TableIter {
         }
     }
     fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
+        if let Some(b) = &self.t.clone().broken {
+            // (user, MAX) precedes every version of user: strictly before it.
+            let hit = if seq == u64::MAX {
+                user > b.smallest.as_slice()
+            } else {
+                user >= b.smallest.as_slice()
+            };
+            self.virt_seek(hit.then_some(user));
+            return;
+        }
         let n = self.t.index.len();
         if n == 0 {
             self.block = None;
@@ -928,12 +1075,20 @@ impl crate::iter::InternalIterator for TableIter {
         }
     }
     fn seek_to_first(&mut self) {
+        if let Some(b) = &self.t.clone().broken {
+            self.virt_seek(Some(&b.smallest));
+            return;
+        }
         if self.load(0) {
             self.pos = 0;
             self.skip_forward_empty();
         }
     }
     fn seek_to_last(&mut self) {
+        if let Some(b) = &self.t.clone().broken {
+            self.virt_seek(Some(&b.largest));
+            return;
+        }
         let n = self.t.index.len();
         if n == 0 {
             self.block = None;
@@ -949,10 +1104,16 @@ impl crate::iter::InternalIterator for TableIter {
         }
     }
     fn next(&mut self) {
+        if self.virt_step() {
+            return;
+        }
         self.pos += 1;
         self.skip_forward_empty();
     }
     fn prev(&mut self) {
+        if self.virt_step() {
+            return;
+        }
         if self.pos > 0 {
             self.pos -= 1;
         } else {
@@ -971,6 +1132,9 @@ impl crate::iter::InternalIterator for TableIter {
             .unwrap_or(Kind::Delete)
     }
     fn value(&self) -> &[u8] {
+        if self.t.broken.is_some() {
+            return &[];
+        }
         match &self.block {
             Some(b) => b.value(self.pos),
             None => &[],

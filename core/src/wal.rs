@@ -26,7 +26,7 @@
 use crate::coding::{crc32, u32_at};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -75,6 +75,9 @@ pub(crate) struct WalWriter {
     pub path: PathBuf,
     pub file: Arc<File>,
     pub size: u64,
+    /// A failed append could not be cut back off the file: the segment may
+    /// end in a partial record, so nothing more may be appended to it.
+    pub torn: bool,
 }
 
 impl WalWriter {
@@ -85,20 +88,36 @@ impl WalWriter {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(format!("create WAL {}", path.display()), e))?;
-        crate::fsutil::sync_dir(dir)?;
+        if let Err(e) = crate::fsutil::sync_dir(dir) {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         Ok(WalWriter {
             number,
             path,
             file: Arc::new(file),
             size: 0,
+            torn: false,
         })
     }
 
-    /// Appends already-framed bytes.
+    /// Appends already-framed bytes at the end of the segment. A failed
+    /// write (ENOSPC, EDQUOT, EIO) may have written part of the bytes: the
+    /// file is cut back to its previous size, so the segment still ends with
+    /// a whole record and later appends (once there is space) follow it. If
+    /// even that fails the writer is `torn` and refuses further appends.
     pub(crate) fn append(&mut self, framed: &[u8]) -> Result<()> {
-        let mut f: &File = &self.file;
-        f.write_all(framed)
-            .map_err(|e| Error::io(format!("write WAL {}", self.path.display()), e))?;
+        use std::os::unix::fs::FileExt;
+        if self.torn {
+            return Err(Error::Poisoned);
+        }
+        if let Err(e) = self.file.write_all_at(framed, self.size) {
+            if self.file.set_len(self.size).is_err() {
+                self.torn = true;
+            }
+            return Err(Error::io(format!("write WAL {}", self.path.display()), e));
+        }
         self.size += framed.len() as u64;
         Ok(())
     }

@@ -78,6 +78,11 @@ void tdb_engine_set_lock_escalation_threshold(uint64_t locks);
    returns its length. The text stays valid until the next call of this function on
    the same thread. */
 size_t tdb_engine_status(const char **out);
+/* One line per table file the engine set aside when it opened because its footer,
+   index or filter block was damaged (or the file was missing): the table and the
+   error that reads of its key range get. Empty text when there is none. Valid until
+   the next call of this function on the same thread; returns the length. */
+size_t tdb_engine_damaged_files(const char **out);
 
 /* The engine's counters since the server started (SHOW GLOBAL STATUS); those
    marked gauge are current values instead. */

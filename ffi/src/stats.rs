@@ -155,11 +155,19 @@ fn describe_levels(out: &mut String, s: &CfStats) {
 pub fn status_text() -> FfiResult<String> {
     let e = engine()?;
     let mut out = String::new();
-    let c = EngineCounters::collect(&e.db.metrics());
+    let m = e.db.metrics();
+    let c = EngineCounters::collect(&m);
     let _ = writeln!(out, "=== counters ===");
     for (name, v) in c.named() {
         let _ = writeln!(out, "{name}: {v}");
     }
+    // Failed background flushes / compactions (retried with a growing pause).
+    let _ = writeln!(
+        out,
+        "background errors: {} (last: {})",
+        m.background_errors,
+        e.db.background_error().as_deref().unwrap_or("none")
+    );
     let tables = e.catalog.tables(&e.db)?;
     let _ = writeln!(out, "=== tables: {} ===", tables.len());
     let mut listed = std::collections::HashSet::new();
@@ -181,7 +189,66 @@ pub fn status_text() -> FfiResult<String> {
             describe_cf(&mut out, &e.db, "engine", &cf_name);
         }
     }
+    let damaged = damaged_text()?;
+    if !damaged.is_empty() {
+        let _ = writeln!(out, "=== damaged table files ===");
+        out.push_str(&damaged);
+    }
     Ok(out)
+}
+
+/// One line per table file the engine set aside when it opened (damaged
+/// footer / index / filter / props, or missing): which table it belongs to
+/// and the error reads of its key range get. Empty when there is none.
+pub fn damaged_text() -> FfiResult<String> {
+    let e = engine()?;
+    let damaged = e.db.quarantined_files();
+    let mut out = String::new();
+    if damaged.is_empty() {
+        return Ok(out);
+    }
+    let tables = e.catalog.tables(&e.db)?;
+    for q in damaged {
+        let mut what = format!("column family {}", q.cf);
+        for (table, cf_names) in &tables {
+            if let Some(i) = cf_names.iter().position(|n| *n == q.cf) {
+                what = if i == 0 {
+                    format!("table {table} (rows)")
+                } else {
+                    format!("table {table} (index {i})")
+                };
+            }
+        }
+        let _ = writeln!(
+            out,
+            "damaged table file of {what} set aside; reads of its rows fail until the table is dropped: {}",
+            q.error
+        );
+    }
+    Ok(out)
+}
+
+thread_local! {
+    static DAMAGED_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// # Safety
+/// `out` must be valid for a pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_engine_damaged_files(out: *mut *const c_char) -> usize {
+    guard_value(0, || {
+        if out.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL out-pointer"));
+        }
+        let mut text = damaged_text()?;
+        text.push('\0');
+        let len = text.len() - 1;
+        DAMAGED_TEXT.with(|cell| *cell.borrow_mut() = text);
+        let ptr = DAMAGED_TEXT.with(|cell| cell.borrow().as_ptr());
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
+        Ok(len)
+    })
 }
 
 fn describe_cf(out: &mut String, db: &tidesdb_core::Db, what: &str, cf_name: &str) {
