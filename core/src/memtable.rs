@@ -5,9 +5,10 @@
 use crate::key::{IKey, Kind, MAX_SEQ};
 use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
+use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 #[derive(Clone, Debug)]
 pub(crate) struct MemValue {
@@ -21,9 +22,87 @@ pub(crate) struct Memtable {
     max_seq: AtomicU64,
     min_seq: AtomicU64,
     entries: AtomicU64,
+    /// Bloom filter over the user keys (a column family's memtable; none for
+    /// a transaction's write set), allocated at the first insert.
+    filter: Option<KeyFilter>,
+}
+
+/// Blocked bloom filter over user keys: all probes of a key fall in one
+/// 64-bit word (one cache miss per lookup). A key's bits are set before its
+/// entry enters the skiplist, and bits are never cleared, so "absent" is
+/// exact for every entry whose insert happened before the lookup: the commit
+/// leader's conflict check (inserts and checks are both under the write lock)
+/// and snapshot reads (inserts precede the `visible_seq` release store).
+/// Profile (iibench through mariadbd): `newer_than`'s skiplist search for
+/// keys that are not in the memtable was ~22% of samples; this answers those
+/// with one hash and one word.
+struct KeyFilter {
+    nwords: usize,
+    words: OnceLock<Box<[AtomicU64]>>,
+}
+
+/// Probes per key (bits set in the key's word).
+const FILTER_PROBES: u32 = 4;
+
+// `zeroed_words` reinterprets a `u64` buffer as `AtomicU64`s.
+const _: () = assert!(
+    std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>()
+        && std::mem::size_of::<u64>() == std::mem::size_of::<AtomicU64>()
+);
+
+/// `n` zero words from `calloc`: pages a key never hashes to are never
+/// touched, so a column family that takes a few writes costs a few pages.
+fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
+    let v = std::mem::ManuallyDrop::new(vec![0u64; n].into_boxed_slice());
+    let ptr = v.as_ptr() as *mut AtomicU64;
+    // SAFETY: the allocation holds `n` initialised u64s; AtomicU64 has the same
+    // size, alignment (asserted above) and bit validity as u64, so the box
+    // (taken over from `v`, which is not dropped) frees it with the same layout.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) }
+}
+
+impl KeyFilter {
+    /// Sized for a memtable of `write_buffer_size` bytes: every entry counts at
+    /// least 64 bytes, so at most `write_buffer_size / 64` keys, >= 16 bits each.
+    fn new(write_buffer_size: usize) -> KeyFilter {
+        let bits = (write_buffer_size / 4).clamp(1 << 12, 1 << 26);
+        KeyFilter {
+            nwords: bits / 64,
+            words: OnceLock::new(),
+        }
+    }
+
+    #[inline]
+    fn probe(&self, user: &[u8]) -> (usize, u64) {
+        let mut h = crate::fxhash::FxHasher::default();
+        h.write(user);
+        let h = h.finish();
+        let word = ((h >> 32) as usize) % self.nwords;
+        let mut mask = 0u64;
+        for i in 0..FILTER_PROBES {
+            mask |= 1u64 << ((h >> (6 * i)) & 63);
+        }
+        (word, mask)
+    }
+
+    fn add(&self, user: &[u8]) {
+        let (w, mask) = self.probe(user);
+        let words = self.words.get_or_init(|| zeroed_words(self.nwords));
+        words[w].fetch_or(mask, Ordering::Release);
+    }
+
+    /// False only if `user` was never added.
+    fn may_contain(&self, user: &[u8]) -> bool {
+        let Some(words) = self.words.get() else {
+            return false;
+        };
+        let (w, mask) = self.probe(user);
+        words[w].load(Ordering::Acquire) & mask == mask
+    }
 }
 
 impl Memtable {
+    /// A transaction's write set (no key filter).
     pub(crate) fn new() -> Memtable {
         Memtable {
             map: SkipMap::new(),
@@ -31,10 +110,23 @@ impl Memtable {
             max_seq: AtomicU64::new(0),
             min_seq: AtomicU64::new(u64::MAX),
             entries: AtomicU64::new(0),
+            filter: None,
+        }
+    }
+
+    /// A column family's memtable, with a key filter sized for
+    /// `write_buffer_size`.
+    pub(crate) fn with_filter(write_buffer_size: usize) -> Memtable {
+        Memtable {
+            filter: Some(KeyFilter::new(write_buffer_size)),
+            ..Memtable::new()
         }
     }
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+        if let Some(f) = &self.filter {
+            f.add(user);
+        }
         self.size
             .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
@@ -54,6 +146,9 @@ impl Memtable {
 
     /// `insert` taking ownership of the key buffer (commit path: no copy).
     pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: &[u8]) {
+        if let Some(f) = &self.filter {
+            f.add(&user);
+        }
         self.size
             .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
@@ -97,6 +192,9 @@ impl Memtable {
 
     /// Newest version of `user` with seq <= snap.
     pub(crate) fn get(&self, user: &[u8], snap: u64) -> Option<(u64, MemValue)> {
+        if self.filter.as_ref().is_some_and(|f| !f.may_contain(user)) {
+            return None;
+        }
         let probe = IKey {
             user: user.to_vec(),
             seq: snap,
@@ -282,6 +380,52 @@ impl crate::iter::InternalIterator for MemIter {
 mod tests {
     use super::*;
     use crate::iter::InternalIterator;
+
+    /// The key filter never hides a key that was inserted (any number of keys,
+    /// past the size it was made for, from several threads), answers like an
+    /// unfiltered memtable, and does rule out most absent keys.
+    #[test]
+    fn key_filter_no_false_negatives() {
+        // 4 KiB write buffer: the smallest filter (64 words), overfilled 10x.
+        let m = Arc::new(Memtable::with_filter(4096));
+        let plain = Memtable::new();
+        assert!(m.get(b"k0", MAX_SEQ).is_none());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..2500u64 {
+                        let k = format!("k{}", i * 4 + t);
+                        m.insert(k.as_bytes(), i * 4 + t + 1, Kind::Put, b"v");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        for i in 0..10_000u64 {
+            plain.insert(format!("k{i}").as_bytes(), i + 1, Kind::Put, b"v");
+        }
+        for i in 0..20_000u64 {
+            let k = format!("k{i}");
+            let got = m.get(k.as_bytes(), MAX_SEQ).map(|x| x.0);
+            assert_eq!(got, plain.get(k.as_bytes(), MAX_SEQ).map(|x| x.0), "{k}");
+            assert_eq!(got.is_some(), i < 10_000, "{k}");
+        }
+        // Properly sized (64 MiB buffer, 10,000 keys): absent keys are ruled out
+        // by the filter itself (not by the skiplist) nearly always.
+        let big = Memtable::with_filter(64 << 20);
+        for i in 0..10_000u64 {
+            big.insert_owned(format!("k{i}").into_bytes(), i + 1, Kind::Put, b"v");
+        }
+        let f = big.filter.as_ref().unwrap();
+        let fp = (10_000..110_000u64)
+            .filter(|i| f.may_contain(format!("k{i}").as_bytes()))
+            .count();
+        assert!(fp < 1_000, "{fp} false positives in 100,000");
+        assert!((0..10_000u64).all(|i| f.may_contain(format!("k{i}").as_bytes())));
+    }
 
     /// Row estimates count keys, not versions; iteration sees every version.
     #[test]
