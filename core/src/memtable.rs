@@ -2,9 +2,10 @@
 //! (user key asc, seq desc). One mutable memtable per column family plus a list
 //! of immutable ones waiting for flush.
 
-use crate::key::{IKey, Kind, MAX_SEQ};
+use crate::key::{Kind, MAX_SEQ};
 use crossbeam_skiplist::map::Entry;
 use crossbeam_skiplist::SkipMap;
+use std::cmp::Ordering as CmpOrdering;
 use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -16,8 +17,73 @@ pub(crate) struct MemValue {
     pub value: Arc<[u8]>,
 }
 
+/// A memtable's internal key: user key ascending, sequence descending, like
+/// an SST internal key, plus the user key's first 8 bytes held in the
+/// skiplist node itself. Most comparisons of a search are settled by `head`
+/// without loading the key's heap buffer (a second cache miss per node):
+/// profile of iibench through mariadbd, before: the memcmp under the
+/// commit leader's memtable inserts was ~13% of all samples.
+#[derive(Clone, Debug)]
+pub(crate) struct MemKey {
+    /// `user[..8]` big-endian, zero-padded: if two heads differ, their order is
+    /// the order of the user keys (a zero pad never sorts a shorter key after a
+    /// longer one it is a prefix of); if equal, the user keys decide.
+    head: u64,
+    pub user: Vec<u8>,
+    pub seq: u64,
+}
+
+#[inline]
+fn head_of(user: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = user.len().min(8);
+    w[..n].copy_from_slice(&user[..n]);
+    u64::from_be_bytes(w)
+}
+
+impl MemKey {
+    pub(crate) fn new(user: Vec<u8>, seq: u64) -> MemKey {
+        MemKey {
+            head: head_of(&user),
+            user,
+            seq,
+        }
+    }
+
+    /// Points this key at (`user`, `seq`), reusing its buffer.
+    fn set(&mut self, user: &[u8], seq: u64) {
+        self.user.clear();
+        self.user.extend_from_slice(user);
+        self.head = head_of(user);
+        self.seq = seq;
+    }
+}
+
+impl Ord for MemKey {
+    #[inline]
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        match self.head.cmp(&other.head) {
+            CmpOrdering::Equal => {
+                crate::key::compare_parts(&self.user, self.seq, &other.user, other.seq)
+            }
+            o => o,
+        }
+    }
+}
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for MemKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for MemKey {}
+
 pub(crate) struct Memtable {
-    map: SkipMap<IKey, MemValue>,
+    map: SkipMap<MemKey, MemValue>,
     size: AtomicUsize,
     max_seq: AtomicU64,
     min_seq: AtomicU64,
@@ -133,10 +199,7 @@ impl Memtable {
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
         self.map.insert(
-            IKey {
-                user: user.to_vec(),
-                seq,
-            },
+            MemKey::new(user.to_vec(), seq),
             MemValue {
                 kind,
                 value: Arc::from(value),
@@ -155,7 +218,7 @@ impl Memtable {
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
         self.map.insert(
-            IKey { user, seq },
+            MemKey::new(user, seq),
             MemValue {
                 kind,
                 value: Arc::from(value),
@@ -174,10 +237,7 @@ impl Memtable {
     }
     /// Removes one exact entry (transaction write sets: rollback to savepoint).
     pub(crate) fn remove(&self, user: &[u8], seq: u64) {
-        if let Some(e) = self.map.remove(&IKey {
-            user: user.to_vec(),
-            seq,
-        }) {
+        if let Some(e) = self.map.remove(&MemKey::new(user.to_vec(), seq)) {
             let sz = user.len() + e.value().value.len() + 64;
             self.size.fetch_sub(sz, Ordering::Relaxed);
             self.entries.fetch_sub(1, Ordering::Relaxed);
@@ -195,10 +255,7 @@ impl Memtable {
         if self.filter.as_ref().is_some_and(|f| !f.may_contain(user)) {
             return None;
         }
-        let probe = IKey {
-            user: user.to_vec(),
-            seq: snap,
-        };
+        let probe = MemKey::new(user.to_vec(), snap);
         let e = self.map.lower_bound(Bound::Included(&probe))?;
         if e.key().user == user {
             Some((e.key().seq, e.value().clone()))
@@ -215,7 +272,7 @@ impl Memtable {
     /// All entries in internal-key order (for flush).
     pub(crate) fn for_each(
         &self,
-        mut f: impl FnMut(&IKey, &MemValue) -> crate::Result<()>,
+        mut f: impl FnMut(&MemKey, &MemValue) -> crate::Result<()>,
     ) -> crate::Result<()> {
         for e in self.map.iter() {
             f(e.key(), e.value())?;
@@ -226,10 +283,7 @@ impl Memtable {
     /// True if some entry's user key `k` has `lo <= k <= hi` (`hi = None`:
     /// unbounded) and is not in `skip` (range lock checks).
     pub(crate) fn any_in(&self, lo: &[u8], hi: Option<&[u8]>, skip: &[&[u8]]) -> bool {
-        let from = IKey {
-            user: lo.to_vec(),
-            seq: MAX_SEQ,
-        };
+        let from = MemKey::new(lo.to_vec(), MAX_SEQ);
         let mut e = self.map.lower_bound(Bound::Included(&from));
         while let Some(x) = e {
             let k = x.key().user.as_slice();
@@ -251,10 +305,9 @@ impl Memtable {
     pub(crate) fn count_range(&self, start: Option<&[u8]>, end: Option<&[u8]>, cap: u64) -> u64 {
         let mut n = 0;
         let mut e = match start {
-            Some(s) => self.map.lower_bound(Bound::Included(&IKey {
-                user: s.to_vec(),
-                seq: MAX_SEQ,
-            })),
+            Some(s) => self
+                .map
+                .lower_bound(Bound::Included(&MemKey::new(s.to_vec(), MAX_SEQ))),
             None => self.map.front(),
         };
         while let Some(x) = e {
@@ -275,10 +328,9 @@ impl Memtable {
                 }
                 if steps == 8 {
                     // (user, 0) sorts after every version of `user`.
-                    next = self.map.lower_bound(Bound::Excluded(&IKey {
-                        user: user.to_vec(),
-                        seq: 0,
-                    }));
+                    next = self
+                        .map
+                        .lower_bound(Bound::Excluded(&MemKey::new(user.to_vec(), 0)));
                     break;
                 }
                 next = y.next();
@@ -293,10 +345,10 @@ impl Memtable {
 pub(crate) struct MemIter {
     // Declared before `mem`: fields drop in order, and `cur` borrows the map
     // owned by `mem`.
-    cur: Option<Entry<'static, IKey, MemValue>>,
+    cur: Option<Entry<'static, MemKey, MemValue>>,
     mem: Arc<Memtable>,
     /// Reused seek key (no allocation per seek).
-    probe: IKey,
+    probe: MemKey,
 }
 
 impl MemIter {
@@ -304,30 +356,25 @@ impl MemIter {
         MemIter {
             cur: None,
             mem,
-            probe: IKey {
-                user: Vec::new(),
-                seq: 0,
-            },
+            probe: MemKey::new(Vec::new(), 0),
         }
     }
 
     /// `e`, borrowing the skiplist inside `self.mem`, as an entry to keep in
     /// `self.cur`.
-    fn extend(e: Option<Entry<'_, IKey, MemValue>>) -> Option<Entry<'static, IKey, MemValue>> {
+    fn extend(e: Option<Entry<'_, MemKey, MemValue>>) -> Option<Entry<'static, MemKey, MemValue>> {
         // SAFETY: only called on entries of `self.mem.map`, and the result is
         // only stored in `self.cur`. The map is behind an `Arc` this iterator
         // holds for at least as long as `cur` (fields drop in declaration
         // order, `mem` is never replaced), so it neither moves nor drops while
         // the entry lives.
         e.map(|e| unsafe {
-            std::mem::transmute::<Entry<'_, IKey, MemValue>, Entry<'static, IKey, MemValue>>(e)
+            std::mem::transmute::<Entry<'_, MemKey, MemValue>, Entry<'static, MemKey, MemValue>>(e)
         })
     }
 
     fn probe(&mut self, user: &[u8], seq: u64) {
-        self.probe.user.clear();
-        self.probe.user.extend_from_slice(user);
-        self.probe.seq = seq;
+        self.probe.set(user, seq);
     }
 }
 
@@ -380,6 +427,41 @@ impl crate::iter::InternalIterator for MemIter {
 mod tests {
     use super::*;
     use crate::iter::InternalIterator;
+
+    /// `MemKey`'s order (inline head first) is exactly user key ascending, then
+    /// sequence descending, for keys of every length, with zero bytes and
+    /// shared prefixes (where the head alone would mislead).
+    #[test]
+    fn memkey_order_matches_internal_key_order() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut keys = vec![
+            (Vec::new(), 1u64),
+            (vec![0], 1),
+            (vec![0, 0], 1),
+            (vec![1], 2),
+        ];
+        for _ in 0..3000 {
+            let len = (next() % 12) as usize;
+            // Few distinct byte values: many equal heads and prefixes.
+            let user: Vec<u8> = (0..len)
+                .map(|_| [0u8, 1, 255][(next() % 3) as usize])
+                .collect();
+            keys.push((user, next() % 4));
+        }
+        for a in &keys {
+            for b in keys.iter().step_by(7) {
+                let want = crate::key::compare_parts(&a.0, a.1, &b.0, b.1);
+                let got = MemKey::new(a.0.clone(), a.1).cmp(&MemKey::new(b.0.clone(), b.1));
+                assert_eq!(got, want, "{a:?} vs {b:?}");
+            }
+        }
+    }
 
     /// The key filter never hides a key that was inserted (any number of keys,
     /// past the size it was made for, from several threads), answers like an
