@@ -102,48 +102,54 @@ pub(crate) struct Memtable {
 /// Profile (iibench through mariadbd): `newer_than`'s skiplist search for
 /// keys that are not in the memtable was ~22% of samples; this answers those
 /// with one hash and one word.
+///
+/// Sized to the keys it holds (a memtable of a few keys costs a few hundred
+/// bytes, not a filter for a full write buffer): tier `i` has `64 * 4^i`
+/// words; when the keys exceed 1 per 16 bits of the active tier, the next tier
+/// is filled from the skiplist and then published through `active`. The
+/// inserts into one memtable are serialized (the commit leader under the
+/// write lock, or recovery), so no key is added while a tier is filled.
+/// Older tiers stay (readers may be using them): at most 1/3 more memory.
 struct KeyFilter {
-    nwords: usize,
-    words: OnceLock<Box<[AtomicU64]>>,
+    tiers: [OnceLock<Box<[AtomicU64]>>; FILTER_TIERS],
+    /// Index of the tier in use (0 before the first key: tier 0 is empty).
+    active: AtomicUsize,
+    /// Keys added (the writer's count, to decide when to grow).
+    keys: AtomicUsize,
+    /// Last tier this filter may grow to (bounded by the write buffer size).
+    top: usize,
 }
 
 /// Probes per key (bits set in the key's word).
 const FILTER_PROBES: u32 = 4;
+const FILTER_TIERS: usize = 8;
 
-// `zeroed_words` reinterprets a `u64` buffer as `AtomicU64`s.
-const _: () = assert!(
-    std::mem::align_of::<u64>() == std::mem::align_of::<AtomicU64>()
-        && std::mem::size_of::<u64>() == std::mem::size_of::<AtomicU64>()
-);
-
-/// `n` zero words from `calloc`: pages a key never hashes to are never
-/// touched, so a column family that takes a few writes costs a few pages.
-fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
-    let v = std::mem::ManuallyDrop::new(vec![0u64; n].into_boxed_slice());
-    let ptr = v.as_ptr() as *mut AtomicU64;
-    // SAFETY: the allocation holds `n` initialised u64s; AtomicU64 has the same
-    // size, alignment (asserted above) and bit validity as u64, so the box
-    // (taken over from `v`, which is not dropped) frees it with the same layout.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) }
+fn tier_words(i: usize) -> usize {
+    64 << (2 * i)
 }
 
 impl KeyFilter {
-    /// Sized for a memtable of `write_buffer_size` bytes: every entry counts at
-    /// least 64 bytes, so at most `write_buffer_size / 64` keys, >= 16 bits each.
+    /// Grows up to about 16 bits per key of a memtable of `write_buffer_size`
+    /// bytes (every entry counts at least 64 bytes: at most `size / 64` keys).
     fn new(write_buffer_size: usize) -> KeyFilter {
-        let bits = (write_buffer_size / 4).clamp(1 << 12, 1 << 26);
+        let want_words = write_buffer_size / 256;
+        let top = (0..FILTER_TIERS)
+            .find(|&i| tier_words(i) >= want_words)
+            .unwrap_or(FILTER_TIERS - 1);
         KeyFilter {
-            nwords: bits / 64,
-            words: OnceLock::new(),
+            tiers: Default::default(),
+            active: AtomicUsize::new(0),
+            keys: AtomicUsize::new(0),
+            top,
         }
     }
 
     #[inline]
-    fn probe(&self, user: &[u8]) -> (usize, u64) {
+    fn probe(user: &[u8], nwords: usize) -> (usize, u64) {
         let mut h = crate::fxhash::FxHasher::default();
         h.write(user);
         let h = h.finish();
-        let word = ((h >> 32) as usize) % self.nwords;
+        let word = ((h >> 32) as usize) % nwords;
         let mut mask = 0u64;
         for i in 0..FILTER_PROBES {
             mask |= 1u64 << ((h >> (6 * i)) & 63);
@@ -151,18 +157,48 @@ impl KeyFilter {
         (word, mask)
     }
 
-    fn add(&self, user: &[u8]) {
-        let (w, mask) = self.probe(user);
-        let words = self.words.get_or_init(|| zeroed_words(self.nwords));
+    fn set(words: &[AtomicU64], user: &[u8]) {
+        let (w, mask) = Self::probe(user, words.len());
         words[w].fetch_or(mask, Ordering::Release);
+    }
+
+    /// Adds `user` (called by the memtable's only writer, before the entry is
+    /// inserted into `map`, which holds every key added before).
+    fn add(&self, user: &[u8], map: &SkipMap<MemKey, MemValue>) {
+        let keys = self.keys.fetch_add(1, Ordering::Relaxed) + 1;
+        let cur = self.active.load(Ordering::Relaxed);
+        let full = |i: usize| keys * 16 > tier_words(i) * 64;
+        if self.tiers[cur].get().is_none() || (cur < self.top && full(cur)) {
+            let mut next = if self.tiers[cur].get().is_none() {
+                cur
+            } else {
+                cur + 1
+            };
+            while next < self.top && full(next) {
+                next += 1;
+            }
+            let words: Box<[AtomicU64]> =
+                (0..tier_words(next)).map(|_| AtomicU64::new(0)).collect();
+            for e in map.iter() {
+                Self::set(&words, &e.key().user);
+            }
+            Self::set(&words, user);
+            if self.tiers[next].set(words).is_ok() {
+                self.active.store(next, Ordering::Release);
+                return;
+            }
+        }
+        if let Some(words) = self.tiers[self.active.load(Ordering::Relaxed)].get() {
+            Self::set(words, user);
+        }
     }
 
     /// False only if `user` was never added.
     fn may_contain(&self, user: &[u8]) -> bool {
-        let Some(words) = self.words.get() else {
+        let Some(words) = self.tiers[self.active.load(Ordering::Acquire)].get() else {
             return false;
         };
-        let (w, mask) = self.probe(user);
+        let (w, mask) = Self::probe(user, words.len());
         words[w].load(Ordering::Acquire) & mask == mask
     }
 }
@@ -191,7 +227,7 @@ impl Memtable {
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
         if let Some(f) = &self.filter {
-            f.add(user);
+            f.add(user, &self.map);
         }
         self.size
             .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
@@ -210,7 +246,7 @@ impl Memtable {
     /// `insert` taking ownership of the key buffer (commit path: no copy).
     pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: &[u8]) {
         if let Some(f) = &self.filter {
-            f.add(&user);
+            f.add(&user, &self.map);
         }
         self.size
             .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
@@ -463,28 +499,17 @@ mod tests {
         }
     }
 
-    /// The key filter never hides a key that was inserted (any number of keys,
-    /// past the size it was made for, from several threads), answers like an
-    /// unfiltered memtable, and does rule out most absent keys.
+    /// The key filter never hides a key that was inserted (past the size it
+    /// may grow to, and while it grows), answers like an unfiltered memtable,
+    /// stays small for a few keys, and does rule out most absent keys.
     #[test]
     fn key_filter_no_false_negatives() {
         // 4 KiB write buffer: the smallest filter (64 words), overfilled 10x.
-        let m = Arc::new(Memtable::with_filter(4096));
+        let m = Memtable::with_filter(4096);
         let plain = Memtable::new();
         assert!(m.get(b"k0", MAX_SEQ).is_none());
-        let threads: Vec<_> = (0..4u64)
-            .map(|t| {
-                let m = m.clone();
-                std::thread::spawn(move || {
-                    for i in 0..2500u64 {
-                        let k = format!("k{}", i * 4 + t);
-                        m.insert(k.as_bytes(), i * 4 + t + 1, Kind::Put, b"v");
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
+        for i in 0..10_000u64 {
+            m.insert(format!("k{i}").as_bytes(), i + 1, Kind::Put, b"v");
         }
         for i in 0..10_000u64 {
             plain.insert(format!("k{i}").as_bytes(), i + 1, Kind::Put, b"v");
@@ -498,10 +523,23 @@ mod tests {
         // Properly sized (64 MiB buffer, 10,000 keys): absent keys are ruled out
         // by the filter itself (not by the skiplist) nearly always.
         let big = Memtable::with_filter(64 << 20);
-        for i in 0..10_000u64 {
+        let f = big
+            .filter
+            .as_ref()
+            .expect("a column family memtable has a filter");
+        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, b"v");
+        assert_eq!(f.active.load(Ordering::Relaxed), 0, "one key: 64 words");
+        for i in 1..10_000u64 {
             big.insert_owned(format!("k{i}").into_bytes(), i + 1, Kind::Put, b"v");
+            if i % 997 == 0 {
+                // Every key so far is found after each growth step.
+                assert!((0..=i).all(|j| big.get(format!("k{j}").as_bytes(), MAX_SEQ).is_some()));
+            }
         }
-        let f = big.filter.as_ref().unwrap();
+        assert!(
+            f.active.load(Ordering::Relaxed) >= 3,
+            "grew to >= 16 bits per key"
+        );
         let fp = (10_000..110_000u64)
             .filter(|i| f.may_contain(format!("k{i}").as_bytes()))
             .count();
