@@ -120,6 +120,8 @@ pub(crate) struct CfInner {
     pub compaction_lock: Mutex<()>,
     /// Round-robin compaction pointer (largest key compacted) per level.
     pub compact_ptr: Mutex<Vec<Vec<u8>>>,
+    /// The database's memtable size (sizes each memtable's key filter).
+    pub write_buffer_size: usize,
 }
 
 impl CfInner {
@@ -129,6 +131,7 @@ impl CfInner {
         opts: CfOptions,
         levels: Levels,
         db_uid: u64,
+        write_buffer_size: usize,
     ) -> CfInner {
         CfInner {
             id,
@@ -136,14 +139,20 @@ impl CfInner {
             opts,
             dropped: AtomicBool::new(false),
             sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new()),
+                mem: Arc::new(Memtable::with_filter(write_buffer_size)),
                 imms: Vec::new(),
                 levels: Arc::new(levels),
             })),
             db_uid,
             compaction_lock: Mutex::new(()),
             compact_ptr: Mutex::new(vec![Vec::new(); NUM_LEVELS]),
+            write_buffer_size,
         }
+    }
+
+    /// An empty memtable for this column family.
+    pub(crate) fn new_memtable(&self) -> Memtable {
+        Memtable::with_filter(self.write_buffer_size)
     }
 }
 
@@ -791,6 +800,7 @@ impl DbInner {
                     meta.opts.clone(),
                     levels,
                     uid,
+                    opts.write_buffer_size,
                 )),
             );
         }
@@ -871,7 +881,7 @@ impl DbInner {
             levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
             levels.normalize();
             *cf.sv.write() = Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new()),
+                mem: Arc::new(cf.new_memtable()),
                 imms: Vec::new(),
                 levels: Arc::new(levels),
             });
@@ -1260,6 +1270,7 @@ impl DbInner {
             opts,
             Levels::new(),
             self.uid,
+            self.opts.write_buffer_size,
         ));
         self.cfs.write().insert(id, inner.clone());
         Ok(Cf { inner })
@@ -1312,7 +1323,7 @@ impl DbInner {
             self.cache.evict_file(v.no);
         }
         *cf.sv.write() = Arc::new(SuperVersion {
-            mem: Arc::new(Memtable::new()),
+            mem: Arc::new(cf.new_memtable()),
             imms: Vec::new(),
             levels: Arc::new(Levels::new()),
         });
@@ -2278,7 +2289,7 @@ impl DbInner {
             let mut imms = g.imms.clone();
             imms.push(g.mem.clone());
             *g = Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::new()),
+                mem: Arc::new(cf.new_memtable()),
                 imms,
                 levels: g.levels.clone(),
             });

@@ -28,24 +28,6 @@ impl Kind {
     }
 }
 
-/// Owned internal key used in memtables.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct IKey {
-    pub user: Vec<u8>,
-    pub seq: u64,
-}
-
-impl Ord for IKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare_parts(&self.user, self.seq, &other.user, other.seq)
-    }
-}
-impl PartialOrd for IKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 #[inline]
 pub(crate) fn compare_parts(ua: &[u8], sa: u64, ub: &[u8], sb: u64) -> Ordering {
     match ua.cmp(ub) {
