@@ -1158,10 +1158,7 @@ impl DbInner {
     }
 
     pub(crate) fn clear_bg_error(&self) {
-        let mut g = self.bg_error.lock();
-        if g.is_some() {
-            *g = None;
-        }
+        *self.bg_error.lock() = None;
     }
 
     /// Sleeps `d` (not cut short by flush requests, only by shutdown);
@@ -1909,7 +1906,7 @@ impl DbInner {
         let ticket = q.next_ticket;
         q.next_ticket += 1;
         q.reqs.push_back((ticket, req));
-        self.run_queue(q, Some(ticket))
+        self.run_queue_until(q, Some(ticket), 0)
     }
 
     /// Queues a blind put (no conflict check, no fsync of its own) and returns
@@ -1965,14 +1962,6 @@ impl DbInner {
         let q = self.queue.lock();
         let upto = q.next_ticket;
         let _ = self.run_queue_until(q, None, upto);
-    }
-
-    fn run_queue<'a>(
-        &'a self,
-        q: parking_lot::MutexGuard<'a, Queue>,
-        ticket: Option<u64>,
-    ) -> Result<u64> {
-        self.run_queue_until(q, ticket, 0)
     }
 
     /// Waits for the result of `ticket` (or, with `None`, until no request

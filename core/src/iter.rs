@@ -26,7 +26,7 @@ pub(crate) trait InternalIterator: Send {
 /// Steps over versions of one user key before a source seeks past them instead
 /// (a seek costs a few steps; a key updated thousands of times in the memtable
 /// would otherwise cost thousands).
-const SEQUENTIAL_SKIPS: usize = 8;
+pub(crate) const SEQUENTIAL_SKIPS: usize = 8;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Resolved {

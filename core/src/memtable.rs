@@ -226,21 +226,7 @@ impl Memtable {
     }
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        if let Some(f) = &self.filter {
-            f.add(user, &self.map);
-        }
-        self.size
-            .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
-        self.max_seq.fetch_max(seq, Ordering::Relaxed);
-        self.min_seq.fetch_min(seq, Ordering::Relaxed);
-        self.entries.fetch_add(1, Ordering::Relaxed);
-        self.map.insert(
-            MemKey::new(user.to_vec(), seq),
-            MemValue {
-                kind,
-                value: Arc::from(value),
-            },
-        );
+        self.insert_owned(user.to_vec(), seq, kind, value);
     }
 
     /// `insert` taking ownership of the key buffer (commit path: no copy).
@@ -362,7 +348,7 @@ impl Memtable {
                 if y.key().user.as_slice() != user {
                     break;
                 }
-                if steps == 8 {
+                if steps == crate::iter::SEQUENTIAL_SKIPS {
                     // (user, 0) sorts after every version of `user`.
                     next = self
                         .map

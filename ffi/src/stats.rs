@@ -4,9 +4,11 @@
 //!
 //! The engine's own counters come from [`tidesdb_core::Metrics`]; transaction
 //! outcomes are counted here, where a connection's transaction ends.
+use std::cell::RefCell;
 use std::ffi::c_char;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::LocalKey;
 
 use tidesdb_core::{CfOptions, CfStats, Compression, Metrics};
 
@@ -229,26 +231,42 @@ pub fn damaged_text() -> FfiResult<String> {
 }
 
 thread_local! {
-    static DAMAGED_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    static DAMAGED_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
+    static STATUS_TEXT: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Stores `text()` NUL-terminated in `cell` (this thread's buffer of one FFI
+/// function) and writes a pointer to it to `out`: valid until that function
+/// is called again on this thread. Returns the length without the NUL.
+///
+/// # Safety
+/// `out` must be NULL or valid for a pointer write.
+unsafe fn hand_out_text(
+    cell: &'static LocalKey<RefCell<String>>,
+    out: *mut *const c_char,
+    text: impl FnOnce() -> FfiResult<String>,
+) -> usize {
+    guard_value(0, || {
+        if out.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL out-pointer"));
+        }
+        let mut text = text()?;
+        text.push('\0');
+        let len = text.len() - 1;
+        cell.with(|c| *c.borrow_mut() = text);
+        let ptr = cell.with(|c| c.borrow().as_ptr());
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
+        Ok(len)
+    })
 }
 
 /// # Safety
 /// `out` must be valid for a pointer write.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_engine_damaged_files(out: *mut *const c_char) -> usize {
-    guard_value(0, || {
-        if out.is_null() {
-            return Err(FfiError::new(Status::Invalid, "NULL out-pointer"));
-        }
-        let mut text = damaged_text()?;
-        text.push('\0');
-        let len = text.len() - 1;
-        DAMAGED_TEXT.with(|cell| *cell.borrow_mut() = text);
-        let ptr = DAMAGED_TEXT.with(|cell| cell.borrow().as_ptr());
-        // SAFETY: valid for a write by contract.
-        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
-        Ok(len)
-    })
+    // SAFETY: forwarded contract.
+    unsafe { hand_out_text(&DAMAGED_TEXT, out, damaged_text) }
 }
 
 fn describe_cf(out: &mut String, db: &tidesdb_core::Db, what: &str, cf_name: &str) {
@@ -269,25 +287,10 @@ fn describe_cf(out: &mut String, db: &tidesdb_core::Db, what: &str, cf_name: &st
     describe_levels(out, &s);
 }
 
-thread_local! {
-    static STATUS_TEXT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-}
-
 /// # Safety
 /// `out` must be valid for a pointer write.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_engine_status(out: *mut *const c_char) -> usize {
-    guard_value(0, || {
-        if out.is_null() {
-            return Err(FfiError::new(Status::Invalid, "NULL out-pointer"));
-        }
-        let mut text = status_text()?;
-        text.push('\0');
-        let len = text.len() - 1;
-        STATUS_TEXT.with(|cell| *cell.borrow_mut() = text);
-        let ptr = STATUS_TEXT.with(|cell| cell.borrow().as_ptr());
-        // SAFETY: valid for a write by contract.
-        unsafe { raw::write_out(out, ptr.cast::<c_char>()) }?;
-        Ok(len)
-    })
+    // SAFETY: forwarded contract.
+    unsafe { hand_out_text(&STATUS_TEXT, out, status_text) }
 }
