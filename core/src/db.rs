@@ -1383,12 +1383,12 @@ impl DbInner {
         key: &[u8],
         snap: u64,
     ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
-        if let Some((s, v)) = sv.mem.get(key, snap) {
-            return Ok(Some((s, v.kind, v.value.to_vec())));
+        if let Some(e) = sv.mem.get(key, snap) {
+            return Ok(Some((e.seq(), e.kind(), e.value().to_vec())));
         }
         for m in sv.imms.iter().rev() {
-            if let Some((s, v)) = m.get(key, snap) {
-                return Ok(Some((s, v.kind, v.value.to_vec())));
+            if let Some(e) = m.get(key, snap) {
+                return Ok(Some((e.seq(), e.kind(), e.value().to_vec())));
             }
         }
         for f in sv.levels.candidates(key) {
@@ -2195,10 +2195,7 @@ impl DbInner {
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
         for (_, seq, ops) in accepted.iter_mut() {
             for (cf, op, _) in ops.drain(..) {
-                cf.sv
-                    .read()
-                    .mem
-                    .insert_owned(op.key, *seq, op.kind, &op.value);
+                cf.sv.read().mem.insert(&op.key, *seq, op.kind, &op.value);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2688,25 +2685,28 @@ pub(crate) fn build_table(
     let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
     // Versions come newest first within a key.
     let mut last: Option<(Vec<u8>, usize)> = None;
-    let r = mem.for_each(|k, v| {
-        let stripe = snaps.partition_point(|&x| x < k.seq);
-        if let Some((user, st)) = &mut last {
-            if *user == k.user {
+    let r = mem.for_each(|e| {
+        let (user, seq, value) = (e.user(), e.seq(), e.value());
+        let stripe = snaps.partition_point(|&x| x < seq);
+        if let Some((last_user, st)) = &mut last {
+            if last_user.as_slice() == user {
                 if *st == stripe {
                     return Ok(());
                 }
                 *st = stripe;
             } else {
-                last = Some((k.user.clone(), stripe));
+                last_user.clear();
+                last_user.extend_from_slice(user);
+                *st = stripe;
             }
         } else {
-            last = Some((k.user.clone(), stripe));
+            last = Some((user.to_vec(), stripe));
         }
-        if v.kind == Kind::Put && vo.separates(&v.value) {
-            let p = vo.put(&k.user, &v.value)?;
-            b.add(&k.user, k.seq, Kind::ValuePtr, p)
+        if e.kind() == Kind::Put && vo.separates(value) {
+            let p = vo.put(user, value)?;
+            b.add(user, seq, Kind::ValuePtr, p)
         } else {
-            b.add(&k.user, k.seq, v.kind, &v.value)
+            b.add(user, seq, e.kind(), value)
         }
     });
     if let Err(e) = r {

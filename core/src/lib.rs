@@ -30,6 +30,7 @@ mod manifest;
 mod memtable;
 mod metrics;
 mod options;
+mod skiplist;
 mod spill;
 mod sst;
 mod txn;

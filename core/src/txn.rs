@@ -113,8 +113,8 @@ impl WsCf {
     /// Newest own version of `key` (any op), in memory or in a run.
     fn get(&self, key: &[u8]) -> Result<Option<(Kind, Vec<u8>)>> {
         let v = self.view.lock();
-        if let Some((_, m)) = v.mem.get(key, u64::MAX) {
-            return Ok(Some((m.kind, m.value.to_vec())));
+        if let Some(e) = v.mem.get(key, u64::MAX) {
+            return Ok(Some((e.kind(), e.value().to_vec())));
         }
         for r in v.runs.iter().rev() {
             if let Some((_, k, val)) = r.table.get(key, r.limit())? {
@@ -511,7 +511,7 @@ impl Txn {
             if let Some((cf, key, seq)) = self.undo.pop() {
                 if let Some(w) = self.ws.get(&cf) {
                     let v = w.view.lock();
-                    let val_len = v.mem.get(&key, seq).map_or(0, |(_, m)| m.value.len());
+                    let val_len = v.mem.get(&key, seq).map_or(0, |e| e.value().len());
                     v.mem.remove(&key, seq);
                     self.ws_bytes = self.ws_bytes.saturating_sub(key.len() * 2 + val_len + 112);
                 }
@@ -615,10 +615,10 @@ impl Txn {
             }
             let mut last: Option<Vec<u8>> = None;
             let mem = w.view.lock().mem.clone();
-            mem.for_each(|k, v| {
-                if last.as_deref() != Some(k.user.as_slice()) {
-                    push(&k.user, v.kind, &v.value);
-                    last = Some(k.user.clone());
+            mem.for_each(|e| {
+                if last.as_deref() != Some(e.user()) {
+                    push(e.user(), e.kind(), e.value());
+                    last = Some(e.user().to_vec());
                 }
                 Ok(())
             })?;
@@ -749,10 +749,10 @@ impl Txn {
                 };
                 let mut last: Option<Vec<u8>> = None;
                 let mem = w.view.lock().mem.clone();
-                mem.for_each(|k, _| {
-                    if last.as_deref() != Some(k.user.as_slice()) {
-                        last = Some(k.user.clone());
-                        v.push((cf.clone(), k.user.clone()));
+                mem.for_each(|e| {
+                    if last.as_deref() != Some(e.user()) {
+                        last = Some(e.user().to_vec());
+                        v.push((cf.clone(), e.user().to_vec()));
                     }
                     Ok(())
                 })?;
