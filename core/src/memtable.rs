@@ -3,7 +3,7 @@
 //! of immutable ones waiting for flush.
 
 use crate::key::{Kind, MAX_SEQ};
-use crate::skiplist::{EntryRef, Probe, RawEntry, SkipList};
+use crate::skiplist::{EntryRef, Probe, RawEntry, SkipList, ValueIn};
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -152,11 +152,26 @@ impl Memtable {
     }
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+        self.insert_value(user, seq, kind, ValueIn::Borrowed(value));
+    }
+
+    /// `insert` of a value already in a shared buffer: a long one is kept
+    /// without a copy (a write set's value moving to the memtable at commit).
+    #[allow(dead_code)] // wired up by the large-value write change
+    pub(crate) fn insert_shared(&self, user: &[u8], seq: u64, kind: Kind, value: Arc<[u8]>) {
+        self.insert_value(user, seq, kind, ValueIn::Shared(value));
+    }
+
+    fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
+        let value_len = match &value {
+            ValueIn::Borrowed(b) => b.len(),
+            ValueIn::Shared(a) => a.len(),
+        };
         if let Some(f) = &self.filter {
             f.add(user, &self.map);
         }
         self.size
-            .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
+            .fetch_add(user.len() + value_len + 64, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);

@@ -44,8 +44,11 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 /// logarithmic up to 4^12 = 16M entries (a memtable holds far fewer).
 const MAX_HEIGHT: usize = 12;
 
-/// Values up to this many bytes live in the node; longer ones get a buffer of
-/// their own (kept by the list) so a 1 MiB value does not waste a chunk.
+/// Values up to this many bytes live in the node; longer ones are kept as a
+/// shared buffer (`Arc<[u8]>`, held by the list) so a 1 MiB value does not
+/// waste a chunk, is not copied when it comes in shared (a write set's value
+/// moving to the column family's memtable) and can be handed out without a
+/// copy (`EntryRef::shared_value`).
 const INLINE_VALUE_MAX: usize = 2048;
 
 /// Chunk size the arena grows to (it starts at `FIRST_CHUNK_BYTES` and
@@ -81,6 +84,8 @@ struct Node {
     key_len: u32,
     kind: u8,
     height: u8,
+    /// 1 if `value` is the data of an `Arc<[u8]>` in `Arena::large`.
+    shared: u8,
 }
 
 const NODE_BYTES: usize = std::mem::size_of::<Node>();
@@ -124,6 +129,23 @@ impl Node {
         // SAFETY: `value` points into the arena or into a buffer in
         // `Writer::large`, both kept until the list is dropped.
         unsafe { std::slice::from_raw_parts(self.value, self.value_len) }
+    }
+
+    /// The value as the shared buffer it is kept in (values longer than
+    /// `INLINE_VALUE_MAX`), without copying it.
+    #[allow(dead_code)] // wired up by the large-value read/write changes
+    fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
+        if self.shared == 0 {
+            return None;
+        }
+        let fat = ptr::slice_from_raw_parts(self.value, self.value_len);
+        // SAFETY: `value`/`value_len` are the data of an `Arc<[u8]>` that
+        // `Arena::large` holds until the list is dropped (which outlives
+        // `&self`); taking one more count and wrapping it hands out a clone.
+        unsafe {
+            std::sync::Arc::increment_strong_count(fat);
+            Some(std::sync::Arc::from_raw(fat))
+        }
     }
 
     #[inline]
@@ -179,6 +201,29 @@ impl<'a> EntryRef<'a> {
     pub(crate) fn value(&self) -> &'a [u8] {
         self.node.value()
     }
+    /// The value without a copy if it is kept as a shared buffer (longer
+    /// than `INLINE_VALUE_MAX`); `None` for short values (copy `value()`).
+    #[allow(dead_code)] // wired up by the large-value read/write changes
+    pub(crate) fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
+        self.node.shared_value()
+    }
+}
+
+/// A value to insert: borrowed (copied into the list) or already shared
+/// (kept as is if long, copied into the node if short).
+#[allow(dead_code)] // `Shared`: wired up by the large-value write change
+pub(crate) enum ValueIn<'a> {
+    Borrowed(&'a [u8]),
+    Shared(std::sync::Arc<[u8]>),
+}
+
+impl ValueIn<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ValueIn::Borrowed(b) => b,
+            ValueIn::Shared(a) => a,
+        }
+    }
 }
 
 /// Bump allocator of 8-byte-aligned blocks. Only the writer allocates.
@@ -189,7 +234,7 @@ struct Arena {
     left: usize,
     next_chunk: usize,
     /// Values longer than `INLINE_VALUE_MAX`.
-    large: Vec<Box<[u8]>>,
+    large: Vec<std::sync::Arc<[u8]>>,
 }
 
 impl Arena {
@@ -271,7 +316,14 @@ unsafe impl Sync for SkipList {}
 impl SkipList {
     pub(crate) fn new() -> SkipList {
         let mut arena = Arena::new();
-        let head = Self::new_node(&mut arena, MAX_HEIGHT, &[], 0, Kind::Delete, &[]);
+        let head = Self::new_node(
+            &mut arena,
+            MAX_HEIGHT,
+            &[],
+            0,
+            Kind::Delete,
+            ValueIn::Borrowed(&[]),
+        );
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -293,13 +345,14 @@ impl SkipList {
         user: &[u8],
         seq: u64,
         kind: Kind,
-        value: &[u8],
+        value_in: ValueIn<'_>,
     ) -> *mut Node {
-        let inline = value.len() <= INLINE_VALUE_MAX;
+        let value_len = value_in.bytes().len();
+        let inline = value_len <= INLINE_VALUE_MAX;
         let tower = height * std::mem::size_of::<AtomicPtr<Node>>();
         let mut bytes = NODE_BYTES + tower + user.len();
         if inline {
-            bytes += value.len();
+            bytes += value_len;
         }
         let bytes = (bytes + 7) & !7;
         let p = arena.alloc(bytes);
@@ -308,16 +361,20 @@ impl SkipList {
         unsafe {
             let key_at = p.add(NODE_BYTES + tower);
             ptr::copy_nonoverlapping(user.as_ptr(), key_at, user.len());
-            let value_ptr = if value.is_empty() {
+            let value_ptr = if value_len == 0 {
                 ptr::null()
             } else if inline {
+                let value = value_in.bytes();
                 let at = key_at.add(user.len());
-                ptr::copy_nonoverlapping(value.as_ptr(), at, value.len());
+                ptr::copy_nonoverlapping(value.as_ptr(), at, value_len);
                 at as *const u8
             } else {
-                let b: Box<[u8]> = value.into();
-                let at = b.as_ptr();
-                arena.large.push(b);
+                let shared = match value_in {
+                    ValueIn::Shared(a) => a,
+                    ValueIn::Borrowed(b) => std::sync::Arc::from(b),
+                };
+                let at = shared.as_ptr();
+                arena.large.push(shared);
                 at
             };
             let node = p as *mut Node;
@@ -325,10 +382,11 @@ impl SkipList {
                 head: head_of(user),
                 seq,
                 value: value_ptr,
-                value_len: value.len(),
+                value_len,
                 key_len: user.len() as u32,
                 kind: kind as u8,
                 height: height as u8,
+                shared: u8::from(value_len > 0 && !inline),
             });
             let slots = p.add(NODE_BYTES) as *mut AtomicPtr<Node>;
             for i in 0..height {
@@ -363,7 +421,7 @@ impl SkipList {
 
     /// Inserts an entry. An entry of the same (user key, sequence) already in
     /// the list is shadowed: the new one sorts right before it.
-    pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
+    pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
         let mut w = self.writer.lock();
         let w = &mut *w;
         let k = Probe::new(user, seq);
@@ -656,7 +714,11 @@ mod tests {
             if model.contains_key(&key) {
                 continue; // the memtable never inserts an entry twice
             }
-            l.insert(&k, seq, Kind::Put, &v);
+            l.insert(&k, seq, Kind::Put, ValueIn::Borrowed(&v));
+            if vlen > INLINE_VALUE_MAX {
+                let e = l.seek(&Probe::new(&k, seq)).expect("just inserted");
+                assert_eq!(e.shared_value().as_deref(), Some(&v[..]));
+            }
             model.insert(key, v);
         }
         let want: Vec<_> = model
@@ -731,7 +793,7 @@ mod tests {
             .collect();
         for i in 0..20_000u64 {
             let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16).to_be_bytes();
-            l.insert(&k, 1, Kind::Put, &k);
+            l.insert(&k, 1, Kind::Put, ValueIn::Borrowed(&k));
         }
         done.store(true, Ordering::Relaxed);
         for r in readers {
