@@ -2,6 +2,7 @@
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
 use crate::batch::{self, Op, Record};
+use crate::bytes::SharedBytes;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_SEQ};
@@ -1402,14 +1403,21 @@ impl DbInner {
         Ok(None)
     }
 
-    pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
+    /// The value of `key` at `snap`; a separated value is shared with the
+    /// block cache (see `vlog::resolve`), not copied.
+    pub(crate) fn get_at(
+        &self,
+        cf: &CfInner,
+        key: &[u8],
+        snap: u64,
+    ) -> Result<Option<SharedBytes>> {
         // One version for the lookup and the pointer: it keeps the value log
         // file the pointer names alive.
         let sv = cf.current();
         match self.get_raw(&sv, key, snap)? {
             None => Ok(None),
             Some((_, Kind::Delete, _)) => Ok(None),
-            Some((_, Kind::Put, v)) => Ok(Some(v)),
+            Some((_, Kind::Put, v)) => Ok(Some(SharedBytes::from_vec(v))),
             Some((_, Kind::ValuePtr, p)) => {
                 crate::vlog::resolve(&sv.levels.vlogs, &self.dir, Some(&self.cache), &p).map(Some)
             }
