@@ -12,9 +12,26 @@ use std::sync::Arc;
 /// An immutable byte range of a reference-counted buffer. Cloning shares it.
 #[derive(Clone)]
 pub struct SharedBytes {
-    buf: Arc<Vec<u8>>,
+    buf: Buf,
     start: usize,
     end: usize,
+}
+
+#[derive(Clone)]
+enum Buf {
+    /// A read's buffer (possibly wider than the bytes, see `from_range`).
+    Vec(Arc<Vec<u8>>),
+    /// A memtable value.
+    Slice(Arc<[u8]>),
+}
+
+impl Buf {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Buf::Vec(v) => v,
+            Buf::Slice(s) => s,
+        }
+    }
 }
 
 impl SharedBytes {
@@ -22,7 +39,17 @@ impl SharedBytes {
     pub fn from_vec(v: Vec<u8>) -> SharedBytes {
         let end = v.len();
         SharedBytes {
-            buf: Arc::new(v),
+            buf: Buf::Vec(Arc::new(v)),
+            start: 0,
+            end,
+        }
+    }
+
+    /// Shares `a` (no copy).
+    pub(crate) fn from_arc(a: Arc<[u8]>) -> SharedBytes {
+        let end = a.len();
+        SharedBytes {
+            buf: Buf::Slice(a),
             start: 0,
             end,
         }
@@ -34,7 +61,7 @@ impl SharedBytes {
             return None;
         }
         Some(SharedBytes {
-            buf: Arc::new(buf),
+            buf: Buf::Vec(Arc::new(buf)),
             start: range.start,
             end: range.end,
         })
@@ -54,25 +81,27 @@ impl SharedBytes {
 
     pub fn as_slice(&self) -> &[u8] {
         // In range by construction (`from_range` / `slice` check it).
-        &self.buf[self.start..self.end]
+        &self.buf.bytes()[self.start..self.end]
     }
 
-    /// The bytes as an owned vector: the buffer itself when this is its only
-    /// holder and covers it whole, else a copy.
+    /// The bytes as an owned vector: a read's buffer itself when this is its
+    /// only holder and covers it whole, else a copy.
     pub fn into_vec(self) -> Vec<u8> {
-        if self.start == 0 && self.end == self.buf.len() {
-            match Arc::try_unwrap(self.buf) {
+        match self.buf {
+            Buf::Vec(v) if self.start == 0 && self.end == v.len() => match Arc::try_unwrap(v) {
                 Ok(v) => v,
                 Err(shared) => shared.to_vec(),
-            }
-        } else {
-            self.as_slice().to_vec()
+            },
+            b => b.bytes()[self.start..self.end].to_vec(),
         }
     }
 
     /// Memory held by the buffer (what a cache entry costs).
     pub(crate) fn allocated(&self) -> usize {
-        self.buf.capacity()
+        match &self.buf {
+            Buf::Vec(v) => v.capacity(),
+            Buf::Slice(s) => s.len(),
+        }
     }
 }
 
@@ -128,7 +157,9 @@ mod tests {
         assert_eq!(&*w, b"world");
         assert_eq!(w.as_ptr(), p.wrapping_add(6)); // shared, not copied
         assert!(whole.slice(6..12).is_none());
-        assert!(w.slice(2..1).is_none());
+        #[allow(clippy::reversed_empty_ranges)] // the point of the check
+        let backwards = 2..1;
+        assert!(w.slice(backwards).is_none());
         assert_eq!(w.clone().into_vec(), b"world".to_vec());
         drop(w);
         // Sole holder of the whole buffer: no copy.
@@ -139,5 +170,10 @@ mod tests {
         assert_eq!(&*r, &[2, 3]);
         assert_eq!(r.into_vec(), vec![2, 3]);
         assert!(SharedBytes::default().is_empty());
+        let a: Arc<[u8]> = Arc::from(&b"memtable"[..]);
+        let m = SharedBytes::from_arc(a.clone());
+        assert_eq!(m.as_ptr(), a.as_ptr());
+        assert_eq!(&*m.slice(3..8).unwrap(), b"table");
+        assert_eq!(m.into_vec(), b"memtable".to_vec());
     }
 }

@@ -1378,26 +1378,28 @@ impl DbInner {
     // ------------------------------------------------------------ reads
 
     /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
+    /// The newest version of `key` at `snap`: a memtable's value is shared,
+    /// not copied (large values stay whole in memtables until flushed).
     pub(crate) fn get_raw(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         snap: u64,
-    ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
+    ) -> Result<Option<(u64, Kind, SharedBytes)>> {
         if let Some((s, v)) = sv.mem.get(key, snap) {
-            return Ok(Some((s, v.kind, v.value.to_vec())));
+            return Ok(Some((s, v.kind, SharedBytes::from_arc(v.value))));
         }
         for m in sv.imms.iter().rev() {
             if let Some((s, v)) = m.get(key, snap) {
-                return Ok(Some((s, v.kind, v.value.to_vec())));
+                return Ok(Some((s, v.kind, SharedBytes::from_arc(v.value))));
             }
         }
         for f in sv.levels.candidates(key) {
             if f.meta.min_seq > snap {
                 continue;
             }
-            if let Some(r) = f.table.get(key, snap)? {
-                return Ok(Some(r));
+            if let Some((s, k, v)) = f.table.get(key, snap)? {
+                return Ok(Some((s, k, SharedBytes::from_vec(v))));
             }
         }
         Ok(None)
@@ -1417,7 +1419,7 @@ impl DbInner {
         match self.get_raw(&sv, key, snap)? {
             None => Ok(None),
             Some((_, Kind::Delete, _)) => Ok(None),
-            Some((_, Kind::Put, v)) => Ok(Some(SharedBytes::from_vec(v))),
+            Some((_, Kind::Put, v)) => Ok(Some(v)),
             Some((_, Kind::ValuePtr, p)) => {
                 crate::vlog::resolve(&sv.levels.vlogs, &self.dir, Some(&self.cache), &p).map(Some)
             }
