@@ -198,10 +198,12 @@ pub(crate) fn read_at(
     path: &Path,
 ) -> Result<Vec<u8>> {
     let (mut buf, r) = read_at_range(file, direct, off, len, path)?;
-    if r.start == 0 {
+    if r.start == 0 && r.end <= buf.len() {
         buf.truncate(r.end);
-        Ok(buf)
-    } else {
-        Ok(buf.get(r).map(<[u8]>::to_vec).unwrap_or_default())
+        return Ok(buf);
     }
+    buf.get(r).map(<[u8]>::to_vec).ok_or_else(|| {
+        let e = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        Error::io(format!("read {}", path.display()), e)
+    })
 }
