@@ -1377,9 +1377,9 @@ impl DbInner {
 
     // ------------------------------------------------------------ reads
 
-    /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
-    /// The newest version of `key` at `snap`: a memtable's value is shared,
-    /// not copied (large values stay whole in memtables until flushed).
+    /// Value of `key` at snapshot `snap` (raw: may be a value pointer). A
+    /// memtable's value is shared, not copied (large values stay whole in
+    /// memtables until flushed).
     pub(crate) fn get_raw(
         &self,
         sv: &SuperVersion,
