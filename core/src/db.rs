@@ -2,6 +2,7 @@
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
 use crate::batch::{self, Op, Record};
+use crate::bytes::SharedBytes;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_SEQ};
@@ -1376,33 +1377,47 @@ impl DbInner {
 
     // ------------------------------------------------------------ reads
 
-    /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
+    /// Value of `key` at snapshot `snap` (raw: may be a value pointer). A
+    /// memtable's value is shared, not copied (large values stay whole in
+    /// memtables until flushed).
     pub(crate) fn get_raw(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         snap: u64,
-    ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
+    ) -> Result<Option<(u64, Kind, SharedBytes)>> {
+        // A long memtable value is a shared buffer: handed out without a copy.
+        let value = |e: &crate::skiplist::EntryRef<'_>| match e.shared_value() {
+            Some(a) => SharedBytes::from_arc(a),
+            None => SharedBytes::from_vec(e.value().to_vec()),
+        };
         if let Some(e) = sv.mem.get(key, snap) {
-            return Ok(Some((e.seq(), e.kind(), e.value().to_vec())));
+            return Ok(Some((e.seq(), e.kind(), value(&e))));
         }
         for m in sv.imms.iter().rev() {
             if let Some(e) = m.get(key, snap) {
-                return Ok(Some((e.seq(), e.kind(), e.value().to_vec())));
+                return Ok(Some((e.seq(), e.kind(), value(&e))));
             }
         }
         for f in sv.levels.candidates(key) {
             if f.meta.min_seq > snap {
                 continue;
             }
-            if let Some(r) = f.table.get(key, snap)? {
-                return Ok(Some(r));
+            if let Some((s, k, v)) = f.table.get(key, snap)? {
+                return Ok(Some((s, k, SharedBytes::from_vec(v))));
             }
         }
         Ok(None)
     }
 
-    pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
+    /// The value of `key` at `snap`; a separated value is shared with the
+    /// block cache (see `vlog::resolve`), not copied.
+    pub(crate) fn get_at(
+        &self,
+        cf: &CfInner,
+        key: &[u8],
+        snap: u64,
+    ) -> Result<Option<SharedBytes>> {
         // One version for the lookup and the pointer: it keeps the value log
         // file the pointer names alive.
         let sv = cf.current();

@@ -133,7 +133,6 @@ impl Node {
 
     /// The value as the shared buffer it is kept in (values longer than
     /// `INLINE_VALUE_MAX`), without copying it.
-    #[allow(dead_code)] // wired up by the large-value read/write changes
     fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
         if self.shared == 0 {
             return None;
@@ -203,7 +202,6 @@ impl<'a> EntryRef<'a> {
     }
     /// The value without a copy if it is kept as a shared buffer (longer
     /// than `INLINE_VALUE_MAX`); `None` for short values (copy `value()`).
-    #[allow(dead_code)] // wired up by the large-value read/write changes
     pub(crate) fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
         self.node.shared_value()
     }

@@ -13,6 +13,7 @@
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::batch::Op;
+use crate::bytes::SharedBytes;
 use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
@@ -273,10 +274,16 @@ impl Txn {
 
     /// Reads `key`: own writes first, then the snapshot.
     pub fn get(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_shared(cf, key)?.map(SharedBytes::into_vec))
+    }
+
+    /// As [`Txn::get`], without copying a value held by the block cache (a
+    /// separated value: the cache and the caller share its buffer).
+    pub fn get_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
             if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then_some(v));
+                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
             }
         }
         self.db.get_at(&cf.inner, key, self.snap.seq)
@@ -933,10 +940,16 @@ impl Txn {
     /// Reads the latest committed value (ignoring the snapshot; own writes
     /// still win). Use after `lock` for locking reads.
     pub fn get_latest(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_latest_shared(cf, key)?.map(SharedBytes::into_vec))
+    }
+
+    /// As [`Txn::get_latest`], without copying a cached value (see
+    /// [`Txn::get_shared`]).
+    pub fn get_latest_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
             if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then_some(v));
+                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
             }
         }
         let latest = self.db.visible_seq.load(Ordering::Acquire);
