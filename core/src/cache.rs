@@ -19,7 +19,13 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-const SHARDS: usize = 16;
+/// Most shards (lock striping for many threads).
+const MAX_SHARDS: usize = 16;
+/// Fewest bytes per shard at creation: a small cache gets fewer shards, so a
+/// shard holds several large values (each entry must fit one shard: a 25 MiB
+/// cache in 16 shards of 1.6 MiB kept at most 16 of its 1 MiB values, one per
+/// shard, where InnoDB's 25 MiB pool kept 20-25).
+const MIN_SHARD_BYTES: usize = 8 << 20;
 
 type Key = (u64, u64);
 
@@ -88,8 +94,9 @@ pub(crate) struct BlockCache {
 
 impl BlockCache {
     pub(crate) fn new(capacity: usize) -> BlockCache {
+        let nshards = (capacity / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS);
         BlockCache {
-            shards: (0..SHARDS)
+            shards: (0..nshards)
                 .map(|_| {
                     Mutex::new(Shard {
                         map: HashMap::default(),
@@ -98,13 +105,12 @@ impl BlockCache {
                     })
                 })
                 .collect(),
-            cap_per_shard: AtomicUsize::new(capacity / SHARDS),
+            cap_per_shard: AtomicUsize::new(capacity / nshards),
         }
     }
 
     fn shard(&self, key: Key) -> &Mutex<Shard> {
-        let i = (hash_key(key) >> 32) as usize % SHARDS;
-        // `i < SHARDS == shards.len()`.
+        let i = (hash_key(key) >> 32) as usize % self.shards.len();
         &self.shards[i]
     }
 
@@ -221,7 +227,7 @@ impl BlockCache {
 
     /// Changes the byte cap; a smaller cap evicts at once (oldest first).
     pub(crate) fn set_capacity(&self, capacity: usize) {
-        let cap = capacity / SHARDS;
+        let cap = capacity / self.shards.len();
         self.cap_per_shard.store(cap, Ordering::Relaxed);
         for sh in &self.shards {
             let mut evicted = Vec::new();

@@ -564,9 +564,10 @@ fn value_log_values_are_cached() {
         return;
     }
     let cf = sep_cf(&db, "t");
-    // 20 values of 64 KiB fit the cache; key 99 (2 MiB) exceeds a shard (1 MiB).
+    // 20 values of 64 KiB fit the cache; key 99 (9 MiB) exceeds a shard (the
+    // 16 MiB cache has 2 shards of 8 MiB).
     write(&db, &cf, 0..20, 0, 64 << 10);
-    write(&db, &cf, 99..100, 0, 2 << 20);
+    write(&db, &cf, 99..100, 0, 9 << 20);
     db.flush().unwrap();
     let mut t = db.begin(Isolation::RepeatableRead);
     let read_all = |t: &mut Txn| {
@@ -580,7 +581,7 @@ fn value_log_values_are_cached() {
     assert_eq!(db.direct_read_count(), r0, "cached values were read again");
     for _ in 0..2 {
         let r = db.direct_read_count();
-        assert_eq!(t.get(&cf, &key(99)).unwrap(), Some(val(99, 0, 2 << 20)));
+        assert_eq!(t.get(&cf, &key(99)).unwrap(), Some(val(99, 0, 9 << 20)));
         assert!(
             db.direct_read_count() > r,
             "a value beyond a shard is read each time"
