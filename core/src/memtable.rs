@@ -226,11 +226,12 @@ impl Memtable {
     }
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        self.insert_owned(user.to_vec(), seq, kind, value);
+        self.insert_owned(user.to_vec(), seq, kind, Arc::from(value));
     }
 
-    /// `insert` taking ownership of the key buffer (commit path: no copy).
-    pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: &[u8]) {
+    /// `insert` taking the key buffer and sharing the value buffer (commit
+    /// path: the value written into the write set is not copied again).
+    pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: Arc<[u8]>) {
         if let Some(f) = &self.filter {
             f.add(&user, &self.map);
         }
@@ -239,13 +240,8 @@ impl Memtable {
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
-        self.map.insert(
-            MemKey::new(user, seq),
-            MemValue {
-                kind,
-                value: Arc::from(value),
-            },
-        );
+        self.map
+            .insert(MemKey::new(user, seq), MemValue { kind, value });
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -513,10 +509,15 @@ mod tests {
             .filter
             .as_ref()
             .expect("a column family memtable has a filter");
-        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, b"v");
+        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, Arc::from(&b"v"[..]));
         assert_eq!(f.active.load(Ordering::Relaxed), 0, "one key: 64 words");
         for i in 1..10_000u64 {
-            big.insert_owned(format!("k{i}").into_bytes(), i + 1, Kind::Put, b"v");
+            big.insert_owned(
+                format!("k{i}").into_bytes(),
+                i + 1,
+                Kind::Put,
+                Arc::from(&b"v"[..]),
+            );
             if i % 997 == 0 {
                 // Every key so far is found after each growth step.
                 assert!((0..=i).all(|j| big.get(format!("k{j}").as_bytes(), MAX_SEQ).is_some()));

@@ -586,7 +586,8 @@ impl Txn {
         let mut buf = Vec::new();
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
-            let mut push = |key: &[u8], kind: Kind, value: &[u8]| {
+            // Values are shared with the write set, not copied.
+            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>| {
                 let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
                 ops.push((
                     w.cf.clone(),
@@ -594,7 +595,7 @@ impl Txn {
                         cf: *id,
                         kind,
                         key: key.to_vec(),
-                        value: value.to_vec(),
+                        value,
                     },
                     check,
                 ));
@@ -607,7 +608,7 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(m.key(), m.kind(), m.value());
+                    push(m.key(), m.kind(), Arc::from(m.value()));
                     m.next();
                 }
                 m.status()?;
@@ -617,7 +618,7 @@ impl Txn {
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    push(&k.user, v.kind, &v.value);
+                    push(&k.user, v.kind, v.value.clone());
                     last = Some(k.user.clone());
                 }
                 Ok(())
