@@ -827,7 +827,7 @@ impl DbInner {
                             cf.sv
                                 .read()
                                 .mem
-                                .insert_owned(op.key, seq, op.kind, op.value);
+                                .insert_owned(op.key, seq, op.kind, op.value, None);
                         }
                     }
                 };
@@ -1931,6 +1931,7 @@ impl DbInner {
             if let Some((c, op, _)) = ops.first_mut() {
                 if Arc::ptr_eq(c, cf) && op.key == key {
                     op.value = Arc::from(value);
+                    op.crc = None;
                     return Ok(());
                 }
             }
@@ -1940,6 +1941,7 @@ impl DbInner {
             kind: Kind::Put,
             key: key.to_vec(),
             value: Arc::from(value),
+            crc: None,
         };
         let req = Arc::new(CommitReq {
             ops: Mutex::new(vec![(cf.clone(), op, 0)]),
@@ -2196,7 +2198,7 @@ impl DbInner {
                 cf.sv
                     .read()
                     .mem
-                    .insert_owned(op.key, *seq, op.kind, op.value);
+                    .insert_owned(op.key, *seq, op.kind, op.value, op.crc);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2701,7 +2703,7 @@ pub(crate) fn build_table(
             last = Some((k.user.clone(), stripe));
         }
         if v.kind == Kind::Put && vo.separates(&v.value) {
-            let p = vo.put(&k.user, &v.value)?;
+            let p = vo.put_crc(&k.user, &v.value, v.value_crc())?;
             b.add(&k.user, k.seq, Kind::ValuePtr, p)
         } else {
             b.add(&k.user, k.seq, v.kind, &v.value)
