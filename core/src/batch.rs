@@ -40,15 +40,14 @@ use std::sync::Arc;
 pub(crate) trait Sink {
     fn buf(&mut self) -> &mut Vec<u8>;
     /// Appends `v` length-prefixed (`varint len ++ bytes`).
-    /// `crc`: crc32 of `v` if known (saves checksumming it again).
-    fn value(&mut self, v: &Arc<[u8]>, crc: Option<u32>);
+    fn value(&mut self, v: &Arc<[u8]>);
 }
 
 impl Sink for Vec<u8> {
     fn buf(&mut self) -> &mut Vec<u8> {
         self
     }
-    fn value(&mut self, v: &Arc<[u8]>, _crc: Option<u32>) {
+    fn value(&mut self, v: &Arc<[u8]>) {
         put_bytes(self, v);
     }
 }
@@ -66,9 +65,6 @@ pub(crate) struct Op {
     /// Shared with the write set's memtable and, after the commit, the column
     /// family's memtable (a value is copied once, when it is written).
     pub value: Arc<[u8]>,
-    /// crc32 of `value` when computed at write time (`coding::value_crc`);
-    /// not part of the encoding.
-    pub crc: Option<u32>,
 }
 
 /// Upper bound of the bytes `ops` encode into a `wal::Frames` buffer (values
@@ -93,7 +89,7 @@ fn encode_ops<'a>(out: &mut impl Sink, ops: impl ExactSizeIterator<Item = &'a Op
         put_varint(b, op.cf);
         b.push(op.kind as u8);
         put_bytes(b, &op.key);
-        out.value(&op.value, op.crc);
+        out.value(&op.value);
     }
 }
 
@@ -152,7 +148,6 @@ fn decode_ops(r: &mut Reader<'_>) -> Option<Vec<Op>> {
             kind,
             key,
             value,
-            crc: None,
         });
     }
     Some(ops)

@@ -90,19 +90,6 @@ pub(crate) fn u64_at(buf: &[u8], pos: usize) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
-/// crc32 of a large value, computed once when it is written (`Txn::put`) and
-/// reused by the WAL record and the value-log record that hold it (see
-/// `crc32_with`), so a value is checksummed once, not once per file.
-pub(crate) fn value_crc(v: &[u8]) -> Option<u32> {
-    (v.len() >= crate::wal::OUT_OF_LINE).then(|| crc32fast::hash(v))
-}
-
-/// Adds to `h` a part of `len` bytes whose crc32 is `crc` (as if `h.update`
-/// had run over the part's bytes).
-pub(crate) fn crc32_combine(h: &mut crc32fast::Hasher, crc: u32, len: usize) {
-    h.combine(&crc32fast::Hasher::new_with_initial_len(crc, len as u64));
-}
-
 pub(crate) fn crc32(parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     for p in parts {

@@ -827,7 +827,7 @@ impl DbInner {
                             cf.sv
                                 .read()
                                 .mem
-                                .insert_owned(op.key, seq, op.kind, op.value, None);
+                                .insert_owned(op.key, seq, op.kind, op.value);
                         }
                     }
                 };
@@ -1931,7 +1931,6 @@ impl DbInner {
             if let Some((c, op, _)) = ops.first_mut() {
                 if Arc::ptr_eq(c, cf) && op.key == key {
                     op.value = Arc::from(value);
-                    op.crc = None;
                     return Ok(());
                 }
             }
@@ -1941,7 +1940,6 @@ impl DbInner {
             kind: Kind::Put,
             key: key.to_vec(),
             value: Arc::from(value),
-            crc: None,
         };
         let req = Arc::new(CommitReq {
             ops: Mutex::new(vec![(cf.clone(), op, 0)]),
@@ -2198,7 +2196,7 @@ impl DbInner {
                 cf.sv
                     .read()
                     .mem
-                    .insert_owned(op.key, *seq, op.kind, op.value, op.crc);
+                    .insert_owned(op.key, *seq, op.kind, op.value);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2703,7 +2701,7 @@ pub(crate) fn build_table(
             last = Some((k.user.clone(), stripe));
         }
         if v.kind == Kind::Put && vo.separates(&v.value) {
-            let p = vo.put_crc(&k.user, &v.value, v.value_crc())?;
+            let p = vo.put(&k.user, &v.value)?;
             b.add(&k.user, k.seq, Kind::ValuePtr, p)
         } else {
             b.add(&k.user, k.seq, v.kind, &v.value)

@@ -74,7 +74,6 @@ fn sample_ops(rng: &mut StdRng) -> Vec<Op> {
             kind: if i % 3 == 0 { Kind::Delete } else { Kind::Put },
             key: random_bytes(rng, 20),
             value: random_bytes(rng, 40).into(),
-            crc: None,
         })
         .collect()
 }

@@ -15,17 +15,6 @@ use std::sync::{Arc, OnceLock};
 pub(crate) struct MemValue {
     pub kind: Kind,
     pub value: Arc<[u8]>,
-    /// crc32 of `value` if known (`has_crc`): large values, written through
-    /// a transaction; the flush reuses it for the value-log record.
-    crc: u32,
-    has_crc: bool,
-}
-
-impl MemValue {
-    /// crc32 of the value, when it was computed at write time.
-    pub(crate) fn value_crc(&self) -> Option<u32> {
-        self.has_crc.then_some(self.crc)
-    }
 }
 
 /// A memtable's internal key: user key ascending, sequence descending, like
@@ -236,22 +225,13 @@ impl Memtable {
         }
     }
 
-    #[cfg(test)]
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        self.insert_owned(user.to_vec(), seq, kind, Arc::from(value), None);
+        self.insert_owned(user.to_vec(), seq, kind, Arc::from(value));
     }
 
     /// `insert` taking the key buffer and sharing the value buffer (commit
-    /// path: the value written into the write set is not copied again), with
-    /// the value's crc32 if known (`coding::value_crc`).
-    pub(crate) fn insert_owned(
-        &self,
-        user: Vec<u8>,
-        seq: u64,
-        kind: Kind,
-        value: Arc<[u8]>,
-        crc: Option<u32>,
-    ) {
+    /// path: the value written into the write set is not copied again).
+    pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: Arc<[u8]>) {
         if let Some(f) = &self.filter {
             f.add(&user, &self.map);
         }
@@ -260,15 +240,8 @@ impl Memtable {
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
-        self.map.insert(
-            MemKey::new(user, seq),
-            MemValue {
-                kind,
-                value,
-                crc: crc.unwrap_or(0),
-                has_crc: crc.is_some(),
-            },
-        );
+        self.map
+            .insert(MemKey::new(user, seq), MemValue { kind, value });
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -536,7 +509,7 @@ mod tests {
             .filter
             .as_ref()
             .expect("a column family memtable has a filter");
-        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, Arc::from(&b"v"[..]), None);
+        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, Arc::from(&b"v"[..]));
         assert_eq!(f.active.load(Ordering::Relaxed), 0, "one key: 64 words");
         for i in 1..10_000u64 {
             big.insert_owned(
@@ -544,7 +517,6 @@ mod tests {
                 i + 1,
                 Kind::Put,
                 Arc::from(&b"v"[..]),
-                None,
             );
             if i % 997 == 0 {
                 // Every key so far is found after each growth step.

@@ -313,11 +313,7 @@ impl Txn {
                 view,
             }
         });
-        let crc = crate::coding::value_crc(value);
-        w.view
-            .lock()
-            .mem
-            .insert_owned(key.to_vec(), seq, kind, Arc::from(value), crc);
+        w.view.lock().mem.insert(key, seq, kind, value);
         self.undo.push((cf.id(), key.to_vec(), seq));
         self.live_writes += 1;
         self.ws_bytes += write_charge(key, value);
@@ -591,7 +587,7 @@ impl Txn {
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>, crc: Option<u32>| {
+            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>| {
                 let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
                 ops.push((
                     w.cf.clone(),
@@ -600,7 +596,6 @@ impl Txn {
                         kind,
                         key: key.to_vec(),
                         value,
-                        crc,
                     },
                     check,
                 ));
@@ -613,7 +608,7 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(m.key(), m.kind(), Arc::from(m.value()), None);
+                    push(m.key(), m.kind(), Arc::from(m.value()));
                     m.next();
                 }
                 m.status()?;
@@ -623,7 +618,7 @@ impl Txn {
             let mem = w.view.lock().mem.clone();
             mem.for_each(|k, v| {
                 if last.as_deref() != Some(k.user.as_slice()) {
-                    push(&k.user, v.kind, v.value.clone(), v.value_crc());
+                    push(&k.user, v.kind, v.value.clone());
                     last = Some(k.user.clone());
                 }
                 Ok(())

@@ -129,31 +129,11 @@ impl VlogWriter {
     }
 
     /// Appends a record; returns its pointer.
-    #[cfg(test)]
     pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) -> Result<Ptr> {
-        self.add_crc(key, value, None)
-    }
-
-    /// `add` of a value whose crc32 is `value_crc` if known: the record's
-    /// crc is then combined from it instead of reading the value again.
-    pub(crate) fn add_crc(
-        &mut self,
-        key: &[u8],
-        value: &[u8],
-        value_crc: Option<u32>,
-    ) -> Result<Ptr> {
         self.scratch.clear();
         put_varint(&mut self.scratch, key.len() as u64);
         self.scratch.extend_from_slice(key);
-        let crc = match value_crc {
-            Some(c) => {
-                let mut h = crc32fast::Hasher::new();
-                h.update(&self.scratch);
-                crate::coding::crc32_combine(&mut h, c, value.len());
-                h.finalize()
-            }
-            None => crc32(&[&self.scratch, value]),
-        };
+        let crc = crc32(&[&self.scratch, value]);
         let werr = |e| Error::io(format!("write value log {}", self.path.display()), e);
         self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
         self.out.write_all(&self.scratch).map_err(werr)?;
@@ -223,16 +203,11 @@ impl<'a> VlogOut<'a> {
     /// Appends `(key, value)`; returns the encoded pointer (borrowed until
     /// the next call).
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) -> Result<&[u8]> {
-        self.put_crc(key, value, None)
-    }
-
-    /// `put` of a value whose crc32 is `crc` if known (not computed again).
-    pub(crate) fn put_crc(&mut self, key: &[u8], value: &[u8], crc: Option<u32>) -> Result<&[u8]> {
         if self.w.is_none() {
             self.w = Some(VlogWriter::create(self.dir, (self.alloc)())?);
         }
         let p = match self.w.as_mut() {
-            Some(w) => w.add_crc(key, value, crc)?,
+            Some(w) => w.add(key, value)?,
             None => return Err(Error::Closed),
         };
         self.scratch.clear();
@@ -399,16 +374,7 @@ mod tests {
         let mut ptrs = Vec::new();
         for i in 0..50u32 {
             let v = vec![i as u8; 100 + i as usize * 37];
-            let k = format!("k{i}");
-            // Every other record with the value's crc given (combined, not
-            // recomputed): the reader checks it against the bytes.
-            let p = if i % 2 == 0 {
-                w.add(k.as_bytes(), &v).unwrap()
-            } else {
-                w.add_crc(k.as_bytes(), &v, Some(crc32fast::hash(&v)))
-                    .unwrap()
-            };
-            ptrs.push((p, v));
+            ptrs.push((w.add(format!("k{i}").as_bytes(), &v).unwrap(), v));
         }
         let size = w.finish().unwrap();
         let f = VlogFile::open(d.path(), 7, None).unwrap();

@@ -27,8 +27,7 @@
 //! [`Frames`] holds the group's records in one buffer, except values of at
 //! least [`OUT_OF_LINE`] bytes, which stay in the write set's shared buffers
 //! and are only referenced (position in the buffer + value). The checksum is
-//! computed over the pieces in order (a value's own crc32, computed when it
-//! was written, is combined in instead of checksumming it again), and the append is one `pwritev` of
+//! computed over the pieces in order, and the append is one `pwritev` of
 //! buffer slices and values (more if over `IOV_MAX` pieces or partial). So a
 //! large value is copied by the kernel only, not into a frame buffer first.
 
@@ -93,7 +92,7 @@ const IOV_MAX: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Frames {
     buf: Vec<u8>,
-    ext: Vec<(usize, Arc<[u8]>, Option<u32>)>,
+    ext: Vec<(usize, Arc<[u8]>)>,
     ext_bytes: usize,
 }
 
@@ -101,12 +100,12 @@ impl crate::batch::Sink for Frames {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
-    fn value(&mut self, v: &Arc<[u8]>, crc: Option<u32>) {
+    fn value(&mut self, v: &Arc<[u8]>) {
         if v.len() < OUT_OF_LINE {
             crate::coding::put_bytes(&mut self.buf, v);
         } else {
             crate::coding::put_varint(&mut self.buf, v.len() as u64);
-            self.ext.push((self.buf.len(), v.clone(), crc));
+            self.ext.push((self.buf.len(), v.clone()));
             self.ext_bytes += v.len();
         }
     }
@@ -134,12 +133,9 @@ impl Frames {
         let mut h = crc32fast::Hasher::new();
         h.update(&lb);
         let mut pos = start + 8;
-        for (at, v, crc) in self.ext.get(ext0..).unwrap_or(&[]) {
+        for (at, v) in self.ext.get(ext0..).unwrap_or(&[]) {
             h.update(self.buf.get(pos..*at).unwrap_or(&[]));
-            match crc {
-                Some(c) => crate::coding::crc32_combine(&mut h, *c, v.len()),
-                None => h.update(v),
-            }
+            h.update(v);
             pos = *at;
         }
         h.update(self.buf.get(pos..).unwrap_or(&[]));
@@ -154,7 +150,7 @@ impl Frames {
     fn pieces(&self) -> Vec<&[u8]> {
         let mut v = Vec::with_capacity(2 * self.ext.len() + 1);
         let mut pos = 0;
-        for (at, val, _) in &self.ext {
+        for (at, val) in &self.ext {
             if *at > pos {
                 v.push(self.buf.get(pos..*at).unwrap_or(&[]));
             }
@@ -460,12 +456,6 @@ mod tests {
                     cf: i as u64 % 3,
                     kind: crate::key::Kind::Put,
                     key: format!("k{i}").into_bytes(),
-                    // Every other large value with its crc known (combined).
-                    crc: if i % 8 == 3 {
-                        None
-                    } else {
-                        crate::coding::value_crc(&v)
-                    },
                     value: v.into(),
                 }
             })
