@@ -18,6 +18,29 @@ int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint
   return 0;
 }
 
+int Pinned_value::read(tdb_trx *trx, tdb_table *tbl, uint32_t index, const std::string &key,
+                       bool latest) {
+  reset();
+  const uint8_t *v;
+  size_t vlen;
+  int st = tdb_get_pinned(trx, tbl, index, (const uint8_t *)key.data(), key.size(),
+                          latest ? 1 : 0, &m_pin, &v, &vlen);
+  if (st) {
+    m_pin = nullptr;
+    return st;
+  }
+  m_data = (const uchar *)v;
+  m_len = vlen;
+  return 0;
+}
+
+void Pinned_value::reset() {
+  if (m_pin) tdb_value_release(m_pin);
+  m_pin = nullptr;
+  m_data = nullptr;
+  m_len = 0;
+}
+
 bool field_in_any_key(TABLE *table, Field *field) {
   for (uint k = 0; k < table->s->keys; k++) {
     const KEY &key = table->key_info[k];
@@ -44,8 +67,9 @@ const uchar *Engine_external_reader::read(Field *field, size_t len) {
     return nullptr;
   }
   if (m_state->buffers.size() < m_table->s->fields) m_state->buffers.resize(m_table->s->fields);
-  std::string *buf = &m_state->buffers[idx];
-  status = read_external(m_trx, m_tbl, m_row_key, idx, m_latest, buf);
+  Pinned_value *buf = &m_state->buffers[idx];
+  external_key(m_row_key, idx, &m_key);
+  status = buf->read(m_trx, m_tbl, TDB_BLOB_INDEX, m_key, m_latest);
   if (status) {
     error = status == TDB_NOT_FOUND ? "an external BLOB/TEXT value of a row is missing"
                                     : "an external BLOB/TEXT value could not be read";
@@ -54,15 +78,16 @@ const uchar *Engine_external_reader::read(Field *field, size_t len) {
   if (buf->size() != len) {
     status = TDB_CORRUPTION;
     error = "an external BLOB/TEXT value has not the length its row records";
+    buf->reset();
     return nullptr;
   }
   if (m_state) {
     if (m_state->loaded.size() < m_table->s->fields) m_state->loaded.resize(m_table->s->fields);
     m_state->loaded[idx] = true;
   }
-  /* A zero-length value never goes external, so data() is never a dangling
-     pointer here; the record keeps pointing at the buffer until the next decode. */
-  return (const uchar *)buf->data();
+  /* A zero-length value never goes external, so data() is never NULL here; the
+     record keeps pointing at the engine's buffer until the next decode. */
+  return buf->data();
 }
 
 }  // namespace tidesdb

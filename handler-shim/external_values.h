@@ -10,9 +10,42 @@
 #include "row_codec.h"
 #include "tidesdb_ffi.h"
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tidesdb {
+
+/* A value read with tdb_get_pinned: the engine's own bytes (for a large value the
+   block cache's buffer, not a copy), valid and unchanged until this object reads
+   another value, is reset or destroyed. Move-only. */
+class Pinned_value {
+public:
+  Pinned_value() = default;
+  Pinned_value(const Pinned_value &) = delete;
+  Pinned_value &operator=(const Pinned_value &) = delete;
+  Pinned_value(Pinned_value &&o) noexcept { swap(o); }
+  Pinned_value &operator=(Pinned_value &&o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~Pinned_value() { reset(); }
+  /* Reads the value of key in engine index `index` (see tdb_get_pinned); the
+     previous value is released (also on an error). */
+  int read(tdb_trx *trx, tdb_table *tbl, uint32_t index, const std::string &key, bool latest);
+  void reset();
+  const uchar *data() const { return m_data; }
+  size_t size() const { return m_len; }
+
+private:
+  void swap(Pinned_value &o) {
+    std::swap(m_pin, o.m_pin);
+    std::swap(m_data, o.m_data);
+    std::swap(m_len, o.m_len);
+  }
+  tdb_value *m_pin = nullptr;
+  const uchar *m_data = nullptr;
+  size_t m_len = 0;
+};
 
 /* What the handler knows about the external values of the row last decoded into
    one record buffer. */
@@ -22,7 +55,10 @@ struct External_state {
   std::string row_key;              /* the row these facts are about */
   std::vector<int64_t> length;      /* per field: stored external length or NOT_EXTERNAL */
   std::vector<bool> loaded;         /* per field: its bytes are in the record */
-  std::vector<std::string> buffers; /* per field: the bytes the record points at */
+  /* per field: the bytes the record points at (the server's Field_blob points
+     straight into the engine's buffer, so they live until the next decode into
+     this record buffer, as InnoDB's blob heap lives until the next row read) */
+  std::vector<Pinned_value> buffers;
 };
 
 /* Reads external values through a transaction, for one row. */

@@ -21,6 +21,70 @@
 
 using namespace tidesdb;
 
+/* True if collation `cs` compares the UTF-8 strings `x` and `y` equal. */
+static bool collates_equal(CHARSET_INFO *cs, const char *x, const char *y) {
+  String a, b;
+  uint errors = 0, errors2 = 0;
+  a.copy(x, strlen(x), &my_charset_utf8mb4_bin, cs, &errors);
+  b.copy(y, strlen(y), &my_charset_utf8mb4_bin, cs, &errors2);
+  return errors == 0 && errors2 == 0 &&
+         cs->strnncoll((const uchar *)a.ptr(), a.length(), (const uchar *)b.ptr(), b.length()) ==
+             0;
+}
+
+/* How the words of a column with collation `cs` fold beyond lower case, as
+   InnoDB's FTS, which compares words with the column's collation: accents if
+   'é' = 'e' (under utf8mb4_general_ci, AGAINST ('cafe') finds 'café'), and
+   'ß' as 'ss' if the collation expands it (the UCA ones). */
+enum Ft_fold { FOLD_CASE = 0, FOLD_ACCENTS = 1, FOLD_SHARP_S = 2 };
+static int ft_fold_of(CHARSET_INFO *cs) {
+  if (cs->state & MY_CS_BINSORT) return FOLD_CASE;
+  int fold = FOLD_CASE;
+  if (collates_equal(cs, "\xC3\xA9", "e")) fold |= FOLD_ACCENTS;
+  if (collates_equal(cs, "\xC3\x9F", "ss")) fold |= FOLD_SHARP_S;
+  return fold;
+}
+
+/* FOLD_ACCENTS: replaces each character of the UTF-8 text by its utf8mb4_general_ci weight
+   (a code point: the upper-case letter without accents, 'é' -> 'E'); the engine
+   lower-cases the words afterwards. One character for one, so word boundaries
+   and positions stay (FOLD_SHARP_S: 'ß' becomes two, inside its word). */
+static void fold_accents(String *utf8, int fold) {
+  if (!(fold & FOLD_ACCENTS)) return;
+  MY_CASEFOLD_INFO *cf = my_charset_utf8mb4_general_ci.casefold;
+  if (!cf || !cf->simple_weight) return;
+  CHARSET_INFO *cs = &my_charset_utf8mb4_bin;
+  String out;
+  out.set_charset(cs);
+  const uchar *p = (const uchar *)utf8->ptr(), *end = p + utf8->length();
+  while (p < end) {
+    my_wc_t wc;
+    int n = cs->cset->mb_wc(cs, &wc, p, end);
+    if (n <= 0) { /* not UTF-8 (cannot happen after the conversion): keep the byte */
+      out.append((const char *)p, 1);
+      p++;
+      continue;
+    }
+    if (wc == 0xDF && (fold & FOLD_SHARP_S)) {
+      out.append("SS", 2);
+      p += n;
+      continue;
+    }
+    if (wc <= cf->maxchar) {
+      const uint16 *page = cf->simple_weight[wc >> 8];
+      if (page) wc = page[wc & 0xFF];
+    }
+    uchar buf[4];
+    int m = cs->cset->wc_mb(cs, wc, buf, buf + sizeof(buf));
+    if (m > 0)
+      out.append((const char *)buf, m);
+    else
+      out.append((const char *)p, n);
+    p += n;
+  }
+  utf8->swap(out);
+}
+
 void tidesdb::ft_document(TABLE *table, const KEY *key, const uchar *rec, std::string *out) {
   out->clear();
   my_ptrdiff_t diff = rec - table->record[0];
@@ -34,6 +98,7 @@ void tidesdb::ft_document(TABLE *table, const KEY *key, const uchar *rec, std::s
     if (!v) continue;
     uint errors;
     utf8.copy(v->ptr(), v->length(), v->charset(), &my_charset_utf8mb4_bin, &errors);
+    fold_accents(&utf8, ft_fold_of(f->charset()));
     uchar len[4];
     int4store(len, (uint32)utf8.length());
     out->append((const char *)len, 4);
@@ -129,6 +194,9 @@ FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   String utf8;
   uint errors;
   utf8.copy(key->ptr(), key->length(), key->charset(), &my_charset_utf8mb4_bin, &errors);
+  /* Query words fold as the documents' (the index's first column decides). */
+  const KEY *ft_key = &table->key_info[inx];
+  fold_accents(&utf8, ft_fold_of(table->field[ft_key->key_part[0].fieldnr - 1]->charset()));
   tdb_ft_result *res = nullptr;
   int st = tdb_ft_search(trx(), m_tbl, engine_index(inx), (const uint8_t *)utf8.ptr(),
                          utf8.length(), flags & (FT_BOOL | FT_SORTED | FT_EXPAND), &res);

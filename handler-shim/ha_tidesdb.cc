@@ -518,7 +518,28 @@ int ha_tidesdb::write_row(const uchar *buf) {
   return err;
 }
 
+/* True if every stored column of the two rows is the same (and was read:
+   a column outside read_set may hold anything in old_data). */
+static bool rows_identical(TABLE *table, const uchar *old_data, const uchar *new_data) {
+  my_ptrdiff_t to_new = new_data - table->record[0];
+  my_ptrdiff_t to_old = old_data - new_data;
+  for (Field **fp = table->field; *fp; fp++) {
+    Field *f = *fp;
+    if (!f->stored_in_db()) continue;
+    if (!bitmap_is_set(table->read_set, f->field_index)) return false;
+    f->move_field_offset(to_new);
+    bool same = f->is_null() == f->is_null(to_old) &&
+                (f->is_null() || f->cmp_binary(f->ptr, f->ptr + to_old) == 0);
+    f->move_field_offset(-to_new);
+    if (!same) return false;
+  }
+  return true;
+}
+
 int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
+  /* As InnoDB: an update that changes nothing writes nothing and says so
+     (REPLACE of an identical row then counts 1 affected row, not 2). */
+  if (rows_identical(table, old_data, new_data)) return HA_ERR_RECORD_IS_THE_SAME;
   std::string old_pk, new_pk;
   if (m_hidden_pk) {
     old_pk = m_last_pk;

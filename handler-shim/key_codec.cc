@@ -60,9 +60,19 @@ size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, siz
 static void encode_string(const KEY_PART_INFO *kp, Field *f, std::string *out) {
   CHARSET_INFO *cs = f->charset();
   String tmp;
-  String *val = f->val_str(&tmp, &tmp);
-  const char *ptr = val ? val->ptr() : "";
-  size_t len = val ? val->length() : 0;
+  const char *ptr;
+  size_t len;
+  if (f->real_type() == MYSQL_TYPE_STRING && cs != &my_charset_bin) {
+    /* CHAR: the stored bytes, padded with spaces, as Field_string::sort_string
+       uses them. With a NO PAD collation the padding takes part in the order
+       ('a' sorts after 'a\tb': space > tab); val_str() would trim it. */
+    ptr = (const char *)f->ptr;
+    len = f->field_length;
+  } else {
+    String *val = f->val_str(&tmp, &tmp);
+    ptr = val ? val->ptr() : "";
+    len = val ? val->length() : 0;
+  }
   uint char_len = kp->length / cs->mbmaxlen;
   /* A prefix part (KEY(a(10))) keys on the first characters only. */
   size_t prefix_bytes = cs->charpos(ptr, ptr + len, char_len);

@@ -1,6 +1,7 @@
 """A minimal MariaDB client (text protocol over the Unix socket) and control of a
 server of our own (scripts/server.sh), shared by scripts/random-diff.py and
 scripts/stress.py. Standard library only."""
+import hashlib
 import os
 import signal
 import socket

@@ -1,14 +1,17 @@
 //! Sharded block cache with a byte cap. Keys are (file number, offset):
 //! decoded blocks of table files, and values read from value-log files (file
 //! numbers come from one counter, so the two never collide), shared through
-//! `Arc`. Caching large values spares a hot set of them a pread and a CRC of
-//! the whole value per read, as InnoDB's buffer pool keeps off-page columns.
+//! `Arc` / [`SharedBytes`]. Caching large values spares a hot set of them a
+//! pread and a CRC of the whole value per read, as InnoDB's buffer pool keeps
+//! off-page columns; a hit hands out the cached buffer itself (no copy), and
+//! a value is charged the memory of the buffer that holds it.
 //!
 //! Each shard is a hash map plus a CLOCK ring: a hit only sets the entry's
 //! reference bit (no reordering), eviction sweeps the ring from its head,
 //! giving referenced entries a second chance. Shard selection and the map use
 //! an allocation-free multiplicative hash of the two integers.
 
+use crate::bytes::SharedBytes;
 use crate::sst::Block;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
@@ -53,14 +56,14 @@ fn hash_key(k: Key) -> u64 {
 enum Item {
     Block(Arc<Block>),
     /// A value-log value, checked against its record's CRC when read.
-    Value(Arc<[u8]>),
+    Value(SharedBytes),
 }
 
 impl Item {
     fn charge(&self) -> usize {
         match self {
             Item::Block(b) => b.charge(),
-            Item::Value(v) => v.len() + 64,
+            Item::Value(v) => v.allocated() + 64,
         }
     }
 }
@@ -127,7 +130,7 @@ impl BlockCache {
         })
     }
 
-    pub(crate) fn get_value(&self, file: u64, off: u64) -> Option<Arc<[u8]>> {
+    pub(crate) fn get_value(&self, file: u64, off: u64) -> Option<SharedBytes> {
         self.lookup(file, off, |i| match i {
             Item::Value(v) => Some(v.clone()),
             Item::Block(_) => None,
@@ -138,7 +141,7 @@ impl BlockCache {
         self.insert_item(file, off, Item::Block(block));
     }
 
-    pub(crate) fn insert_value(&self, file: u64, off: u64, value: Arc<[u8]>) {
+    pub(crate) fn insert_value(&self, file: u64, off: u64, value: SharedBytes) {
         self.insert_item(file, off, Item::Value(value));
     }
 

@@ -2,6 +2,7 @@
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
 use crate::batch::{self, Op, Record};
+use crate::bytes::SharedBytes;
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_SEQ};
@@ -827,7 +828,7 @@ impl DbInner {
                             cf.sv
                                 .read()
                                 .mem
-                                .insert_owned(op.key, seq, op.kind, op.value);
+                                .insert_shared(&op.key, seq, op.kind, op.value);
                         }
                     }
                 };
@@ -1379,33 +1380,47 @@ impl DbInner {
 
     // ------------------------------------------------------------ reads
 
-    /// Value of `key` at snapshot `snap` (raw: may be a value pointer).
+    /// Value of `key` at snapshot `snap` (raw: may be a value pointer). A
+    /// memtable's value is shared, not copied (large values stay whole in
+    /// memtables until flushed).
     pub(crate) fn get_raw(
         &self,
         sv: &SuperVersion,
         key: &[u8],
         snap: u64,
-    ) -> Result<Option<(u64, Kind, Vec<u8>)>> {
-        if let Some((s, v)) = sv.mem.get(key, snap) {
-            return Ok(Some((s, v.kind, v.value.to_vec())));
+    ) -> Result<Option<(u64, Kind, SharedBytes)>> {
+        // A long memtable value is a shared buffer: handed out without a copy.
+        let value = |e: &crate::skiplist::EntryRef<'_>| match e.shared_value() {
+            Some(a) => SharedBytes::from_arc(a),
+            None => SharedBytes::from_vec(e.value().to_vec()),
+        };
+        if let Some(e) = sv.mem.get(key, snap) {
+            return Ok(Some((e.seq(), e.kind(), value(&e))));
         }
         for m in sv.imms.iter().rev() {
-            if let Some((s, v)) = m.get(key, snap) {
-                return Ok(Some((s, v.kind, v.value.to_vec())));
+            if let Some(e) = m.get(key, snap) {
+                return Ok(Some((e.seq(), e.kind(), value(&e))));
             }
         }
         for f in sv.levels.candidates(key) {
             if f.meta.min_seq > snap {
                 continue;
             }
-            if let Some(r) = f.table.get(key, snap)? {
-                return Ok(Some(r));
+            if let Some((s, k, v)) = f.table.get(key, snap)? {
+                return Ok(Some((s, k, SharedBytes::from_vec(v))));
             }
         }
         Ok(None)
     }
 
-    pub(crate) fn get_at(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<Option<Vec<u8>>> {
+    /// The value of `key` at `snap`; a separated value is shared with the
+    /// block cache (see `vlog::resolve`), not copied.
+    pub(crate) fn get_at(
+        &self,
+        cf: &CfInner,
+        key: &[u8],
+        snap: u64,
+    ) -> Result<Option<SharedBytes>> {
         // One version for the lookup and the pointer: it keeps the value log
         // file the pointer names alive.
         let sv = cf.current();
@@ -2193,10 +2208,11 @@ impl DbInner {
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
         for (_, seq, ops) in accepted.iter_mut() {
             for (cf, op, _) in ops.drain(..) {
+                // The value's buffer is shared with the write set (no copy).
                 cf.sv
                     .read()
                     .mem
-                    .insert_owned(op.key, *seq, op.kind, op.value);
+                    .insert_shared(&op.key, *seq, op.kind, op.value);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2686,25 +2702,28 @@ pub(crate) fn build_table(
     let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
     // Versions come newest first within a key.
     let mut last: Option<(Vec<u8>, usize)> = None;
-    let r = mem.for_each(|k, v| {
-        let stripe = snaps.partition_point(|&x| x < k.seq);
-        if let Some((user, st)) = &mut last {
-            if *user == k.user {
+    let r = mem.for_each(|e| {
+        let (user, seq, value) = (e.user(), e.seq(), e.value());
+        let stripe = snaps.partition_point(|&x| x < seq);
+        if let Some((last_user, st)) = &mut last {
+            if last_user.as_slice() == user {
                 if *st == stripe {
                     return Ok(());
                 }
                 *st = stripe;
             } else {
-                last = Some((k.user.clone(), stripe));
+                last_user.clear();
+                last_user.extend_from_slice(user);
+                *st = stripe;
             }
         } else {
-            last = Some((k.user.clone(), stripe));
+            last = Some((user.to_vec(), stripe));
         }
-        if v.kind == Kind::Put && vo.separates(&v.value) {
-            let p = vo.put(&k.user, &v.value)?;
-            b.add(&k.user, k.seq, Kind::ValuePtr, p)
+        if e.kind() == Kind::Put && vo.separates(value) {
+            let p = vo.put(user, value)?;
+            b.add(user, seq, Kind::ValuePtr, p)
         } else {
-            b.add(&k.user, k.seq, v.kind, &v.value)
+            b.add(user, seq, e.kind(), value)
         }
     });
     if let Err(e) = r {

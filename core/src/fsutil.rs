@@ -72,31 +72,71 @@ pub(crate) fn open_direct(path: &Path) -> Result<Option<File>> {
 /// Reads `len` bytes at `off` from an `O_DIRECT` file with ONE aligned
 /// positioned read (more only if the kernel returns a short count): the
 /// range is widened to `DIRECT_ALIGN` boundaries and read into an aligned
-/// buffer (an over-allocated `Vec` sliced at its first aligned address), and
-/// the requested bytes are copied out. `Err` with `EINVAL` means the file
-/// system refused the direct read (the caller falls back to buffered reads).
-pub(crate) fn pread_direct(f: &File, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
+/// buffer (an over-allocated `Vec` used from its first aligned address).
+/// Returns the buffer and the range of the requested bytes in it (no copy;
+/// see `SharedBytes`). `Err` with `EINVAL` means the file system refused the
+/// direct read (the caller falls back to buffered reads).
+pub(crate) fn pread_direct(
+    f: &File,
+    off: u64,
+    len: usize,
+) -> std::io::Result<(Vec<u8>, std::ops::Range<usize>)> {
     let a = DIRECT_ALIGN;
     let start = off - off % a;
     let end = (off + len as u64).div_ceil(a) * a;
     let span = (end - start) as usize;
-    let mut raw = vec![0u8; span + a as usize];
+    let mut raw: Vec<u8> = Vec::with_capacity(span + a as usize);
     let shift = raw.as_ptr().align_offset(a as usize);
-    let buf = &mut raw[shift..shift + span];
+    raw.resize(shift, 0); // the few bytes before the aligned start
     let need = (off - start) as usize + len;
     let mut got = 0usize;
     while got < need {
         // Keep offset and length aligned: restart at an aligned position.
         let pos = got - got % a as usize;
-        let n = f.read_at(&mut buf[pos..], start + pos as u64)?;
+        let n = pread_uninit(f, &mut raw, shift + pos, span - pos, start + pos as u64)?;
         if pos + n <= got {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
         }
         got = pos + n;
     }
-    let s = (off - start) as usize;
-    Ok(buf[s..s + len].to_vec())
+    let s = shift + (off - start) as usize;
+    Ok((raw, s..s + len))
+}
+
+/// One `pread` of up to `n` bytes at file offset `off` into `buf`'s spare
+/// capacity at `at <= buf.len()` (no zero-fill first: a large value's buffer
+/// is written once, by the kernel); `buf`'s length becomes `at` + the bytes
+/// read.
+fn pread_uninit(
+    f: &File,
+    buf: &mut Vec<u8>,
+    at: usize,
+    n: usize,
+    off: u64,
+) -> std::io::Result<usize> {
+    use std::os::unix::io::AsRawFd;
+    if at > buf.len() || at.saturating_add(n) > buf.capacity() {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    let off = libc::off_t::try_from(off)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    loop {
+        // SAFETY: `at + n <= capacity`, so the kernel writes inside the
+        // allocation; the fd is valid for the call.
+        let r = unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().add(at).cast(), n, off) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let r = r as usize;
+        // SAFETY: the bytes below `at <= len` were initialised before, those
+        // in `at..at + r` by this read; `at + r <= capacity`.
+        unsafe { buf.set_len(at + r) };
+        return Ok(r);
+    }
 }
 
 /// Shared state of `DbOptions::use_direct_reads`: present only when the
@@ -112,15 +152,14 @@ pub(crate) struct DirectIo {
 
 /// Reads exactly `len` bytes at `off`: with `O_DIRECT` through `direct` when
 /// given and still enabled (one aligned `pread`), else with one buffered
-/// `pread` on `file`.
-pub(crate) fn read_at(
+/// `pread` on `file`. Returns a buffer and the range of the bytes in it.
+pub(crate) fn read_at_range(
     file: &File,
     direct: Option<(&File, &DirectIo)>,
     off: u64,
     len: usize,
     path: &Path,
-) -> Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
+) -> Result<(Vec<u8>, std::ops::Range<usize>)> {
     use std::sync::atomic::Ordering;
     if let Some((df, dio)) = direct {
         if dio.enabled.load(Ordering::Relaxed) {
@@ -136,8 +175,35 @@ pub(crate) fn read_at(
             }
         }
     }
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, off)
-        .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
-    Ok(buf)
+    let rerr = |e| Error::io(format!("read {}", path.display()), e);
+    let mut buf = Vec::with_capacity(len);
+    while buf.len() < len {
+        let got = buf.len();
+        let n = pread_uninit(file, &mut buf, got, len - got, off + got as u64).map_err(rerr)?;
+        if n == 0 {
+            return Err(rerr(std::io::Error::from(
+                std::io::ErrorKind::UnexpectedEof,
+            )));
+        }
+    }
+    Ok((buf, 0..len))
+}
+
+/// As [`read_at_range`], the bytes in a vector of their own.
+pub(crate) fn read_at(
+    file: &File,
+    direct: Option<(&File, &DirectIo)>,
+    off: u64,
+    len: usize,
+    path: &Path,
+) -> Result<Vec<u8>> {
+    let (mut buf, r) = read_at_range(file, direct, off, len, path)?;
+    if r.start == 0 && r.end <= buf.len() {
+        buf.truncate(r.end);
+        return Ok(buf);
+    }
+    buf.get(r).map(<[u8]>::to_vec).ok_or_else(|| {
+        let e = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        Error::io(format!("read {}", path.display()), e)
+    })
 }

@@ -317,7 +317,7 @@ fn fuzz_value_log() {
             if let Ok(got) = f.read(&q) {
                 // Only a pointer naming the same record can succeed.
                 assert_eq!((q.offset, q.len, q.crc), (p.offset, p.len, p.crc));
-                assert_eq!(&got, v);
+                assert_eq!(&*got, v.as_slice());
             }
         }
         let _ = Ptr::decode(&random_bytes(&mut rng, 30));
@@ -330,7 +330,7 @@ fn fuzz_value_log() {
         let f = VlogFile::open(d.path(), 2 + round as u64, None).unwrap();
         for (p, v) in &recs {
             if let Ok(got) = f.read(p) {
-                assert_eq!(&got, v, "a damaged record was returned");
+                assert_eq!(&*got, v.as_slice(), "a damaged record was returned");
             }
         }
         drop(f);

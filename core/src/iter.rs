@@ -193,7 +193,7 @@ enum Dir {
     Backward,
 }
 
-pub(crate) type ValueResolver = dyn Fn(&[u8]) -> Result<Vec<u8>> + Send + Sync;
+pub(crate) type ValueResolver = dyn Fn(&[u8]) -> Result<crate::bytes::SharedBytes> + Send + Sync;
 
 /// Merges sources; for each user key the version with the highest sequence
 /// wins; tombstones hide the key. Bounds: `[lower, upper)`.
@@ -204,6 +204,9 @@ pub(crate) struct MergeIter {
     upper: Option<Vec<u8>>,
     key: Vec<u8>,
     value: Vec<u8>,
+    /// The current value when it is a resolved pointer (shared with the block
+    /// cache, not copied into `value`).
+    resolved: Option<crate::bytes::SharedBytes>,
     valid: bool,
     err: Option<crate::Error>,
     resolver: Option<std::sync::Arc<ValueResolver>>,
@@ -227,6 +230,7 @@ impl MergeIter {
             upper,
             key: Vec::new(),
             value: Vec::new(),
+            resolved: None,
             valid: false,
             err: None,
             resolver,
@@ -291,7 +295,7 @@ impl MergeIter {
                 )),
             };
             match res {
-                Ok(v) => self.value = v,
+                Ok(v) => self.resolved = Some(v),
                 Err(e) => {
                     self.err = Some(e);
                     self.valid = false;
@@ -299,6 +303,7 @@ impl MergeIter {
                 }
             }
         } else {
+            self.resolved = None;
             self.value.clear();
             self.value.extend_from_slice(&r.value);
         }
@@ -517,7 +522,10 @@ impl MergeIter {
         &self.key
     }
     pub(crate) fn value(&self) -> &[u8] {
-        &self.value
+        match &self.resolved {
+            Some(v) => v,
+            None => &self.value,
+        }
     }
     pub(crate) fn status(&self) -> Result<()> {
         match &self.err {

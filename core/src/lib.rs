@@ -14,6 +14,7 @@
 //! concurrency design.
 
 mod batch;
+mod bytes;
 mod cache;
 mod coding;
 mod compaction;
@@ -30,12 +31,14 @@ mod manifest;
 mod memtable;
 mod metrics;
 mod options;
+mod skiplist;
 mod spill;
 mod sst;
 mod txn;
 mod vlog;
 mod wal;
 
+pub use bytes::SharedBytes;
 pub use db::{Cf, Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use lock::{CancelHandle, LockMode};

@@ -3,87 +3,13 @@
 //! of immutable ones waiting for flush.
 
 use crate::key::{Kind, MAX_SEQ};
-use crossbeam_skiplist::map::Entry;
-use crossbeam_skiplist::SkipMap;
-use std::cmp::Ordering as CmpOrdering;
+use crate::skiplist::{EntryRef, Probe, RawEntry, SkipList, ValueIn};
 use std::hash::Hasher;
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-#[derive(Clone, Debug)]
-pub(crate) struct MemValue {
-    pub kind: Kind,
-    pub value: Arc<[u8]>,
-}
-
-/// A memtable's internal key: user key ascending, sequence descending, like
-/// an SST internal key, plus the user key's first 8 bytes held in the
-/// skiplist node itself. Most comparisons of a search are settled by `head`
-/// without loading the key's heap buffer (a second cache miss per node):
-/// profile of iibench through mariadbd, before: the memcmp under the
-/// commit leader's memtable inserts was ~13% of all samples.
-#[derive(Clone, Debug)]
-pub(crate) struct MemKey {
-    /// `user[..8]` big-endian, zero-padded: if two heads differ, their order is
-    /// the order of the user keys (a zero pad never sorts a shorter key after a
-    /// longer one it is a prefix of); if equal, the user keys decide.
-    head: u64,
-    pub user: Vec<u8>,
-    pub seq: u64,
-}
-
-#[inline]
-fn head_of(user: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    let n = user.len().min(8);
-    w[..n].copy_from_slice(&user[..n]);
-    u64::from_be_bytes(w)
-}
-
-impl MemKey {
-    pub(crate) fn new(user: Vec<u8>, seq: u64) -> MemKey {
-        MemKey {
-            head: head_of(&user),
-            user,
-            seq,
-        }
-    }
-
-    /// Points this key at (`user`, `seq`), reusing its buffer.
-    fn set(&mut self, user: &[u8], seq: u64) {
-        self.user.clear();
-        self.user.extend_from_slice(user);
-        self.head = head_of(user);
-        self.seq = seq;
-    }
-}
-
-impl Ord for MemKey {
-    #[inline]
-    fn cmp(&self, other: &Self) -> CmpOrdering {
-        match self.head.cmp(&other.head) {
-            CmpOrdering::Equal => {
-                crate::key::compare_parts(&self.user, self.seq, &other.user, other.seq)
-            }
-            o => o,
-        }
-    }
-}
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == CmpOrdering::Equal
-    }
-}
-impl Eq for MemKey {}
-
 pub(crate) struct Memtable {
-    map: SkipMap<MemKey, MemValue>,
+    map: SkipList,
     size: AtomicUsize,
     max_seq: AtomicU64,
     min_seq: AtomicU64,
@@ -164,7 +90,7 @@ impl KeyFilter {
 
     /// Adds `user` (called by the memtable's only writer, before the entry is
     /// inserted into `map`, which holds every key added before).
-    fn add(&self, user: &[u8], map: &SkipMap<MemKey, MemValue>) {
+    fn add(&self, user: &[u8], map: &SkipList) {
         let keys = self.keys.fetch_add(1, Ordering::Relaxed) + 1;
         let cur = self.active.load(Ordering::Relaxed);
         let full = |i: usize| keys * 16 > tier_words(i) * 64;
@@ -180,7 +106,7 @@ impl KeyFilter {
             let words: Box<[AtomicU64]> =
                 (0..tier_words(next)).map(|_| AtomicU64::new(0)).collect();
             for e in map.iter() {
-                Self::set(&words, &e.key().user);
+                Self::set(&words, e.user());
             }
             Self::set(&words, user);
             if self.tiers[next].set(words).is_ok() {
@@ -207,7 +133,7 @@ impl Memtable {
     /// A transaction's write set (no key filter).
     pub(crate) fn new() -> Memtable {
         Memtable {
-            map: SkipMap::new(),
+            map: SkipList::new(),
             size: AtomicUsize::new(0),
             max_seq: AtomicU64::new(0),
             min_seq: AtomicU64::new(u64::MAX),
@@ -226,22 +152,29 @@ impl Memtable {
     }
 
     pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: &[u8]) {
-        self.insert_owned(user.to_vec(), seq, kind, Arc::from(value));
+        self.insert_value(user, seq, kind, ValueIn::Borrowed(value));
     }
 
-    /// `insert` taking the key buffer and sharing the value buffer (commit
-    /// path: the value written into the write set is not copied again).
-    pub(crate) fn insert_owned(&self, user: Vec<u8>, seq: u64, kind: Kind, value: Arc<[u8]>) {
+    /// `insert` of a value already in a shared buffer: a long one is kept
+    /// without a copy (a write set's value moving to the memtable at commit).
+    pub(crate) fn insert_shared(&self, user: &[u8], seq: u64, kind: Kind, value: Arc<[u8]>) {
+        self.insert_value(user, seq, kind, ValueIn::Shared(value));
+    }
+
+    fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
+        let value_len = match &value {
+            ValueIn::Borrowed(b) => b.len(),
+            ValueIn::Shared(a) => a.len(),
+        };
         if let Some(f) = &self.filter {
-            f.add(&user, &self.map);
+            f.add(user, &self.map);
         }
         self.size
-            .fetch_add(user.len() + value.len() + 64, Ordering::Relaxed);
+            .fetch_add(user.len() + value_len + 64, Ordering::Relaxed);
         self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         self.entries.fetch_add(1, Ordering::Relaxed);
-        self.map
-            .insert(MemKey::new(user, seq), MemValue { kind, value });
+        self.map.insert(user, seq, kind, value);
     }
 
     pub(crate) fn size(&self) -> usize {
@@ -255,8 +188,8 @@ impl Memtable {
     }
     /// Removes one exact entry (transaction write sets: rollback to savepoint).
     pub(crate) fn remove(&self, user: &[u8], seq: u64) {
-        if let Some(e) = self.map.remove(&MemKey::new(user.to_vec(), seq)) {
-            let sz = user.len() + e.value().value.len() + 64;
+        if let Some(value_len) = self.map.remove(user, seq) {
+            let sz = user.len() + value_len + 64;
             self.size.fetch_sub(sz, Ordering::Relaxed);
             self.entries.fetch_sub(1, Ordering::Relaxed);
         }
@@ -269,31 +202,26 @@ impl Memtable {
     }
 
     /// Newest version of `user` with seq <= snap.
-    pub(crate) fn get(&self, user: &[u8], snap: u64) -> Option<(u64, MemValue)> {
+    pub(crate) fn get(&self, user: &[u8], snap: u64) -> Option<EntryRef<'_>> {
         if self.filter.as_ref().is_some_and(|f| !f.may_contain(user)) {
             return None;
         }
-        let probe = MemKey::new(user.to_vec(), snap);
-        let e = self.map.lower_bound(Bound::Included(&probe))?;
-        if e.key().user == user {
-            Some((e.key().seq, e.value().clone()))
-        } else {
-            None
-        }
+        let e = self.map.seek(&Probe::new(user, snap))?;
+        (e.user() == user).then_some(e)
     }
 
     /// Sequence of the newest version of `user`, any snapshot.
     pub(crate) fn latest_seq(&self, user: &[u8]) -> Option<u64> {
-        self.get(user, MAX_SEQ).map(|x| x.0)
+        self.get(user, MAX_SEQ).map(|e| e.seq())
     }
 
     /// All entries in internal-key order (for flush).
     pub(crate) fn for_each(
         &self,
-        mut f: impl FnMut(&MemKey, &MemValue) -> crate::Result<()>,
+        mut f: impl FnMut(EntryRef<'_>) -> crate::Result<()>,
     ) -> crate::Result<()> {
         for e in self.map.iter() {
-            f(e.key(), e.value())?;
+            f(e)?;
         }
         Ok(())
     }
@@ -301,17 +229,16 @@ impl Memtable {
     /// True if some entry's user key `k` has `lo <= k <= hi` (`hi = None`:
     /// unbounded) and is not in `skip` (range lock checks).
     pub(crate) fn any_in(&self, lo: &[u8], hi: Option<&[u8]>, skip: &[&[u8]]) -> bool {
-        let from = MemKey::new(lo.to_vec(), MAX_SEQ);
-        let mut e = self.map.lower_bound(Bound::Included(&from));
+        let mut e = self.map.seek(&Probe::new(lo, MAX_SEQ));
         while let Some(x) = e {
-            let k = x.key().user.as_slice();
+            let k = x.user();
             if hi.is_some_and(|h| k > h) {
                 return false;
             }
             if !skip.contains(&k) {
                 return true;
             }
-            e = x.next();
+            e = self.map.next(x);
         }
         false
     }
@@ -323,13 +250,11 @@ impl Memtable {
     pub(crate) fn count_range(&self, start: Option<&[u8]>, end: Option<&[u8]>, cap: u64) -> u64 {
         let mut n = 0;
         let mut e = match start {
-            Some(s) => self
-                .map
-                .lower_bound(Bound::Included(&MemKey::new(s.to_vec(), MAX_SEQ))),
-            None => self.map.front(),
+            Some(s) => self.map.seek(&Probe::new(s, MAX_SEQ)),
+            None => self.map.first(),
         };
         while let Some(x) = e {
-            let user = x.key().user.as_slice();
+            let user = x.user();
             if end.is_some_and(|end| user >= end) {
                 break;
             }
@@ -338,20 +263,21 @@ impl Memtable {
                 // extrapolate: stop walking
                 break;
             }
-            let mut next = x.next();
+            let mut next = self.map.next(x);
             let mut steps = 0;
-            while let Some(y) = next.as_ref() {
-                if y.key().user.as_slice() != user {
+            while let Some(y) = next {
+                if y.user() != user {
                     break;
                 }
                 if steps == crate::iter::SEQUENTIAL_SKIPS {
-                    // (user, 0) sorts after every version of `user`.
+                    // The first entry after every version of `user`.
                     next = self
                         .map
-                        .lower_bound(Bound::Excluded(&MemKey::new(user.to_vec(), 0)));
+                        .seek_before(&Probe::new(user, 0), true)
+                        .and_then(|z| self.map.next(z));
                     break;
                 }
-                next = y.next();
+                next = self.map.next(y);
                 steps += 1;
             }
             e = next;
@@ -360,39 +286,22 @@ impl Memtable {
     }
 }
 
+/// Iterator over one memtable (`crate::iter::InternalIterator`).
 pub(crate) struct MemIter {
-    // Declared before `mem`: fields drop in order, and `cur` borrows the map
-    // owned by `mem`.
-    cur: Option<Entry<'static, MemKey, MemValue>>,
+    /// Current entry, a node of `mem`'s list (kept alive by the `Arc`).
+    cur: Option<RawEntry>,
     mem: Arc<Memtable>,
-    /// Reused seek key (no allocation per seek).
-    probe: MemKey,
 }
 
 impl MemIter {
     pub(crate) fn new(mem: Arc<Memtable>) -> MemIter {
-        MemIter {
-            cur: None,
-            mem,
-            probe: MemKey::new(Vec::new(), 0),
-        }
+        MemIter { cur: None, mem }
     }
 
-    /// `e`, borrowing the skiplist inside `self.mem`, as an entry to keep in
-    /// `self.cur`.
-    fn extend(e: Option<Entry<'_, MemKey, MemValue>>) -> Option<Entry<'static, MemKey, MemValue>> {
-        // SAFETY: only called on entries of `self.mem.map`, and the result is
-        // only stored in `self.cur`. The map is behind an `Arc` this iterator
-        // holds for at least as long as `cur` (fields drop in declaration
-        // order, `mem` is never replaced), so it neither moves nor drops while
-        // the entry lives.
-        e.map(|e| unsafe {
-            std::mem::transmute::<Entry<'_, MemKey, MemValue>, Entry<'static, MemKey, MemValue>>(e)
-        })
-    }
-
-    fn probe(&mut self, user: &[u8], seq: u64) {
-        self.probe.set(user, seq);
+    fn entry(&self) -> Option<EntryRef<'_>> {
+        // SAFETY: `cur` only ever holds entries of `self.mem.map`, which the
+        // `Arc` keeps alive for as long as `self`.
+        self.cur.map(|c| unsafe { c.get(&self.mem.map) })
     }
 }
 
@@ -401,40 +310,44 @@ impl crate::iter::InternalIterator for MemIter {
         self.cur.is_some()
     }
     fn seek(&mut self, user: &[u8], seq: u64) {
-        self.probe(user, seq);
-        self.cur = Self::extend(self.mem.map.lower_bound(Bound::Included(&self.probe)));
+        self.cur = self.mem.map.seek(&Probe::new(user, seq)).map(RawEntry::of);
     }
     fn seek_for_prev(&mut self, user: &[u8], seq: u64) {
-        self.probe(user, seq);
-        self.cur = Self::extend(self.mem.map.upper_bound(Bound::Included(&self.probe)));
+        self.cur = self
+            .mem
+            .map
+            .seek_before(&Probe::new(user, seq), true)
+            .map(RawEntry::of);
     }
     fn seek_to_first(&mut self) {
-        self.cur = Self::extend(self.mem.map.front());
+        self.cur = self.mem.map.first().map(RawEntry::of);
     }
     fn seek_to_last(&mut self) {
-        self.cur = Self::extend(self.mem.map.back());
+        self.cur = self.mem.map.last().map(RawEntry::of);
     }
     fn next(&mut self) {
-        if let Some(c) = self.cur.take() {
-            self.cur = c.next();
-        }
+        self.cur = self
+            .entry()
+            .and_then(|e| self.mem.map.next(e))
+            .map(RawEntry::of);
     }
     fn prev(&mut self) {
-        if let Some(c) = self.cur.take() {
-            self.cur = c.prev();
-        }
+        self.cur = self
+            .entry()
+            .and_then(|e| self.mem.map.prev(e))
+            .map(RawEntry::of);
     }
     fn user_key(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |c| c.key().user.as_slice())
+        self.entry().map_or(&[], |e| e.user())
     }
     fn seq(&self) -> u64 {
-        self.cur.as_ref().map_or(0, |c| c.key().seq)
+        self.entry().map_or(0, |e| e.seq())
     }
     fn kind(&self) -> Kind {
-        self.cur.as_ref().map_or(Kind::Delete, |c| c.value().kind)
+        self.entry().map_or(Kind::Delete, |e| e.kind())
     }
     fn value(&self) -> &[u8] {
-        self.cur.as_ref().map_or(&[], |c| &*c.value().value)
+        self.entry().map_or(&[], |e| e.value())
     }
     fn status(&self) -> crate::Result<()> {
         Ok(())
@@ -445,41 +358,6 @@ impl crate::iter::InternalIterator for MemIter {
 mod tests {
     use super::*;
     use crate::iter::InternalIterator;
-
-    /// `MemKey`'s order (inline head first) is exactly user key ascending, then
-    /// sequence descending, for keys of every length, with zero bytes and
-    /// shared prefixes (where the head alone would mislead).
-    #[test]
-    fn memkey_order_matches_internal_key_order() {
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
-        let mut keys = vec![
-            (Vec::new(), 1u64),
-            (vec![0], 1),
-            (vec![0, 0], 1),
-            (vec![1], 2),
-        ];
-        for _ in 0..3000 {
-            let len = (next() % 12) as usize;
-            // Few distinct byte values: many equal heads and prefixes.
-            let user: Vec<u8> = (0..len)
-                .map(|_| [0u8, 1, 255][(next() % 3) as usize])
-                .collect();
-            keys.push((user, next() % 4));
-        }
-        for a in &keys {
-            for b in keys.iter().step_by(7) {
-                let want = crate::key::compare_parts(&a.0, a.1, &b.0, b.1);
-                let got = MemKey::new(a.0.clone(), a.1).cmp(&MemKey::new(b.0.clone(), b.1));
-                assert_eq!(got, want, "{a:?} vs {b:?}");
-            }
-        }
-    }
 
     /// The key filter never hides a key that was inserted (past the size it
     /// may grow to, and while it grows), answers like an unfiltered memtable,
@@ -498,8 +376,12 @@ mod tests {
         }
         for i in 0..20_000u64 {
             let k = format!("k{i}");
-            let got = m.get(k.as_bytes(), MAX_SEQ).map(|x| x.0);
-            assert_eq!(got, plain.get(k.as_bytes(), MAX_SEQ).map(|x| x.0), "{k}");
+            let got = m.get(k.as_bytes(), MAX_SEQ).map(|x| x.seq());
+            assert_eq!(
+                got,
+                plain.get(k.as_bytes(), MAX_SEQ).map(|x| x.seq()),
+                "{k}"
+            );
             assert_eq!(got.is_some(), i < 10_000, "{k}");
         }
         // Properly sized (64 MiB buffer, 10,000 keys): absent keys are ruled out
@@ -509,15 +391,10 @@ mod tests {
             .filter
             .as_ref()
             .expect("a column family memtable has a filter");
-        big.insert_owned(b"k0".to_vec(), 1, Kind::Put, Arc::from(&b"v"[..]));
+        big.insert(b"k0", 1, Kind::Put, b"v");
         assert_eq!(f.active.load(Ordering::Relaxed), 0, "one key: 64 words");
         for i in 1..10_000u64 {
-            big.insert_owned(
-                format!("k{i}").into_bytes(),
-                i + 1,
-                Kind::Put,
-                Arc::from(&b"v"[..]),
-            );
+            big.insert(format!("k{i}").as_bytes(), i + 1, Kind::Put, b"v");
             if i % 997 == 0 {
                 // Every key so far is found after each growth step.
                 assert!((0..=i).all(|j| big.get(format!("k{j}").as_bytes(), MAX_SEQ).is_some()));

@@ -80,12 +80,12 @@ impl Run {
     ) -> Result<Run> {
         let path = spill_path(dir, no);
         let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
-        let r = mem.for_each(|k, v| {
+        let r = mem.for_each(|e| {
             b.add(
-                &k.user,
-                k.seq.saturating_sub(base).min(MAX_SEQ),
-                v.kind,
-                &v.value,
+                e.user(),
+                e.seq().saturating_sub(base).min(MAX_SEQ),
+                e.kind(),
+                e.value(),
             )
         });
         let fin = r.and_then(|_| b.finish_unsynced());

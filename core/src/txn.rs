@@ -13,6 +13,7 @@
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::batch::Op;
+use crate::bytes::SharedBytes;
 use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
@@ -113,8 +114,8 @@ impl WsCf {
     /// Newest own version of `key` (any op), in memory or in a run.
     fn get(&self, key: &[u8]) -> Result<Option<(Kind, Vec<u8>)>> {
         let v = self.view.lock();
-        if let Some((_, m)) = v.mem.get(key, u64::MAX) {
-            return Ok(Some((m.kind, m.value.to_vec())));
+        if let Some(e) = v.mem.get(key, u64::MAX) {
+            return Ok(Some((e.kind(), e.value().to_vec())));
         }
         for r in v.runs.iter().rev() {
             if let Some((_, k, val)) = r.table.get(key, r.limit())? {
@@ -273,10 +274,16 @@ impl Txn {
 
     /// Reads `key`: own writes first, then the snapshot.
     pub fn get(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_shared(cf, key)?.map(SharedBytes::into_vec))
+    }
+
+    /// As [`Txn::get`], without copying a value held by the block cache (a
+    /// separated value: the cache and the caller share its buffer).
+    pub fn get_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
             if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then_some(v));
+                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
             }
         }
         self.db.get_at(&cf.inner, key, self.snap.seq)
@@ -511,7 +518,7 @@ impl Txn {
             if let Some((cf, key, seq)) = self.undo.pop() {
                 if let Some(w) = self.ws.get(&cf) {
                     let v = w.view.lock();
-                    let val_len = v.mem.get(&key, seq).map_or(0, |(_, m)| m.value.len());
+                    let val_len = v.mem.get(&key, seq).map_or(0, |e| e.value().len());
                     v.mem.remove(&key, seq);
                     self.ws_bytes = self.ws_bytes.saturating_sub(key.len() * 2 + val_len + 112);
                 }
@@ -616,10 +623,12 @@ impl Txn {
             }
             let mut last: Option<Vec<u8>> = None;
             let mem = w.view.lock().mem.clone();
-            mem.for_each(|k, v| {
-                if last.as_deref() != Some(k.user.as_slice()) {
-                    push(&k.user, v.kind, v.value.clone());
-                    last = Some(k.user.clone());
+            mem.for_each(|e| {
+                if last.as_deref() != Some(e.user()) {
+                    // A long value is shared with the write set, not copied.
+                    let v = e.shared_value().unwrap_or_else(|| Arc::from(e.value()));
+                    push(e.user(), e.kind(), v);
+                    last = Some(e.user().to_vec());
                 }
                 Ok(())
             })?;
@@ -750,10 +759,10 @@ impl Txn {
                 };
                 let mut last: Option<Vec<u8>> = None;
                 let mem = w.view.lock().mem.clone();
-                mem.for_each(|k, _| {
-                    if last.as_deref() != Some(k.user.as_slice()) {
-                        last = Some(k.user.clone());
-                        v.push((cf.clone(), k.user.clone()));
+                mem.for_each(|e| {
+                    if last.as_deref() != Some(e.user()) {
+                        last = Some(e.user().to_vec());
+                        v.push((cf.clone(), e.user().to_vec()));
                     }
                     Ok(())
                 })?;
@@ -934,10 +943,16 @@ impl Txn {
     /// Reads the latest committed value (ignoring the snapshot; own writes
     /// still win). Use after `lock` for locking reads.
     pub fn get_latest(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.get_latest_shared(cf, key)?.map(SharedBytes::into_vec))
+    }
+
+    /// As [`Txn::get_latest`], without copying a cached value (see
+    /// [`Txn::get_shared`]).
+    pub fn get_latest_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
         if let Some(w) = self.ws.get(&cf.id()) {
             if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then_some(v));
+                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
             }
         }
         let latest = self.db.visible_seq.load(Ordering::Acquire);

@@ -43,6 +43,7 @@
 //! iterator, a snapshot read in flight) drops it. Dropping the column family
 //! does the same for all its files.
 
+use crate::bytes::SharedBytes;
 use crate::cache::BlockCache;
 use crate::coding::{crc32, put_varint, Reader};
 use crate::error::{Error, Result};
@@ -290,19 +291,21 @@ impl VlogFile {
         self.obsolete.store(true, Ordering::Release);
     }
 
-    /// Reads and verifies the record `p` points to; returns its value.
-    pub(crate) fn read(&self, p: &Ptr) -> Result<Vec<u8>> {
+    /// Reads and verifies the record `p` points to; returns its value (a
+    /// range of the buffer the read filled, not a copy).
+    pub(crate) fn read(&self, p: &Ptr) -> Result<SharedBytes> {
         let bad = |d: &str| Error::corruption(&self.path, p.offset, format!("value log: {d}"));
         if p.len < 5 || p.len > MAX_RECORD || p.offset.saturating_add(p.len) > self.size {
             return Err(bad("pointer out of range"));
         }
-        let rec = crate::fsutil::read_at(
+        let (buf, range) = crate::fsutil::read_at_range(
             &self.file,
             self.direct.as_ref().map(|(f, d)| (f, &**d)),
             p.offset,
             p.len as usize,
             &self.path,
         )?;
+        let rec = SharedBytes::from_range(buf, range).ok_or_else(|| bad("short read"))?;
         let stored = crate::coding::u32_at(&rec, 0).ok_or_else(|| bad("short record"))?;
         let body = rec.get(4..).ok_or_else(|| bad("short record"))?;
         let got = crc32(&[body]);
@@ -319,7 +322,16 @@ impl VlogFile {
         let mut r = Reader::new(body);
         let klen = r.varint_usize().ok_or_else(|| bad("bad key length"))?;
         r.bytes(klen).ok_or_else(|| bad("key past record end"))?;
-        Ok(body[r.pos()..].to_vec())
+        let v = rec
+            .slice(4 + r.pos()..rec.len())
+            .ok_or_else(|| bad("key past record end"))?;
+        // The value is kept (and cached) in the buffer the read filled. An
+        // O_DIRECT read's buffer is up to 12 KiB wider than the record: a
+        // small value is copied to a tight one instead, not to cache slack.
+        if v.allocated() - v.len() > v.len() / 8 {
+            return Ok(SharedBytes::from_vec(v.to_vec()));
+        }
+        Ok(v)
     }
 }
 
@@ -334,17 +346,19 @@ impl Drop for VlogFile {
 /// Vlog files of one column family, by number (part of a version).
 pub(crate) type VlogSet = std::collections::BTreeMap<u64, Arc<VlogFile>>;
 
-/// Resolves an encoded pointer through `set`.
+/// Resolves an encoded pointer through `set`. The value is shared with the
+/// cache, not copied: a hit costs no copy of a large value, a miss one read
+/// into the buffer the cache then keeps.
 pub(crate) fn resolve(
     set: &VlogSet,
     dir: &Path,
     cache: Option<&BlockCache>,
     ptr: &[u8],
-) -> Result<Vec<u8>> {
+) -> Result<SharedBytes> {
     let p = Ptr::decode(ptr).ok_or_else(|| Error::corruption(dir, 0, "malformed value pointer"))?;
     // The record was checked against its CRC when it entered the cache.
     if let Some(v) = cache.and_then(|c| c.get_value(p.file, p.offset)) {
-        return Ok(v.to_vec());
+        return Ok(v);
     }
     let v = match set.get(&p.file) {
         Some(f) => f.read(&p)?,
@@ -357,7 +371,7 @@ pub(crate) fn resolve(
         }
     };
     if let Some(c) = cache {
-        c.insert_value(p.file, p.offset, Arc::from(v.as_slice()));
+        c.insert_value(p.file, p.offset, v.clone());
     }
     Ok(v)
 }
@@ -382,7 +396,7 @@ mod tests {
             let mut e = Vec::new();
             p.encode(&mut e);
             assert_eq!(Ptr::decode(&e), Some(*p));
-            assert_eq!(&f.read(p).unwrap(), v);
+            assert_eq!(&*f.read(p).unwrap(), v.as_slice());
         }
         // Pointers with bad ranges / checksums.
         let p = ptrs[3].0;

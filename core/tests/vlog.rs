@@ -617,3 +617,52 @@ fn latest_iterator_follows_new_versions() {
         db.gc_value_log(&cf).unwrap();
     }
 }
+
+/// A large value is handed out without a copy: reads of a flushed value
+/// return the block cache's buffer (the same bytes each time, through point
+/// reads and iterators alike), point reads of a memtable's value its `Arc`; a value
+/// still held stays intact after the cache evicts it.
+#[test]
+fn shared_reads_do_not_copy() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        d.path(),
+        DbOptions {
+            block_cache_size: 16 << 20,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let cf = sep_cf(&db, "t");
+    write(&db, &cf, 0..8, 0, 256 << 10);
+    db.flush().unwrap();
+    write(&db, &cf, 50..51, 0, 256 << 10);
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in [0u32, 50] {
+        let a = t.get_shared(&cf, &key(i)).unwrap().unwrap();
+        let b = t.get_shared(&cf, &key(i)).unwrap().unwrap();
+        assert_eq!(&*a, val(i, 0, 256 << 10).as_slice());
+        assert_eq!(a.as_ptr(), b.as_ptr(), "key {i}: the value was copied");
+        if i == 0 {
+            // (An iterator copies a memtable's value; it shares a resolved one.)
+            let mut it = t.iter(&cf, IterOptions::default()).unwrap();
+            it.seek(&key(i));
+            assert!(it.valid());
+            assert_eq!(it.value().as_ptr(), a.as_ptr(), "the iterator copied");
+        }
+    }
+    // Evict everything while one value is held; it stays readable and equal.
+    let held = t.get_shared(&cf, &key(3)).unwrap().unwrap();
+    db.set_block_cache_size(1 << 20);
+    for i in 0..8u32 {
+        assert_eq!(t.get(&cf, &key(i)).unwrap(), Some(val(i, 0, 256 << 10)));
+    }
+    assert_eq!(&*held, val(3, 0, 256 << 10).as_slice());
+    let again = t.get_shared(&cf, &key(3)).unwrap().unwrap();
+    assert_ne!(
+        again.as_ptr(),
+        held.as_ptr(),
+        "evicted: read into a new buffer"
+    );
+    assert_eq!(again, held);
+}

@@ -327,6 +327,20 @@ int tdb_get(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
 int tdb_get_latest(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
                    size_t key_len, const uint8_t **value, size_t *value_len);
 
+/* A value kept alive by its reader (see tdb_get_pinned). */
+typedef struct tdb_value tdb_value;
+
+/* As tdb_get (latest = 0) or tdb_get_latest (latest != 0), but *value stays valid
+   and unchanged until tdb_value_release(*pin), whatever is called meanwhile: the
+   bytes are those the engine holds (for a large value, the block cache's own
+   buffer), not a copy. On an error *pin is not set. */
+int tdb_get_pinned(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *key,
+                   size_t key_len, int latest, tdb_value **pin, const uint8_t **value,
+                   size_t *value_len);
+
+/* Releases a value from tdb_get_pinned (NULL is ignored). */
+void tdb_value_release(tdb_value *pin);
+
 enum tdb_lock_mode { TDB_LOCK_SHARED = 0, TDB_LOCK_EXCLUSIVE = 1 };
 
 /* Locking read of one row (SELECT ... FOR UPDATE / LOCK IN SHARE MODE, UPDATE,

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! A word is a run of letters, digits and `_` (as InnoDB's and MyISAM's default
-//! parser: Unicode alphanumerics), folded with Unicode lower-casing; no word holds
+//! parser: Unicode alphanumerics), folded with Unicode lower-casing (accents are
+//! folded before, by the shim, where the column's collation ignores them); no word holds
 //! a 0x00 byte, so the separator keeps `ab` before `abc` and a word's postings
 //! contiguous. Positions count every word of the document (short words and
 //! stopwords too), across the index's columns in order, so a phrase is a run of

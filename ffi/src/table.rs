@@ -2,7 +2,7 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, Txn};
+use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, SharedBytes, Txn};
 
 use crate::catalog::TableShared;
 use crate::engine::engine;
@@ -14,8 +14,9 @@ use crate::trx::Trx;
 /// `tdb_table` of the header: one per open handler.
 pub struct Table {
     pub shared: Arc<TableShared>,
-    /// Holds the value of the last `tdb_get` for the caller to copy.
-    scratch: Vec<u8>,
+    /// Holds the value of the last `tdb_get` for the caller to read (a
+    /// cached value is shared with the block cache, not copied).
+    scratch: SharedBytes,
 }
 
 impl Table {
@@ -26,7 +27,7 @@ impl Table {
     /// `ptr` and `len` must be valid for writes.
     unsafe fn hand_out(
         &mut self,
-        bytes: Vec<u8>,
+        bytes: SharedBytes,
         ptr: *mut *const u8,
         len: *mut usize,
     ) -> FfiResult<()> {
@@ -317,7 +318,7 @@ pub unsafe extern "C" fn tdb_table_open(name: *const c_char, out: *mut *mut Tabl
         let shared = e.catalog.open_table(&e.db, name)?;
         let table = Box::new(Table {
             shared,
-            scratch: Vec::new(),
+            scratch: SharedBytes::default(),
         });
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, Box::into_raw(table)) }
@@ -433,7 +434,7 @@ pub unsafe extern "C" fn tdb_table_stats_load(
         let table = unsafe { raw::handle(table) }?;
         match table.shared.load_stats()? {
             // SAFETY: writable by contract.
-            Some(v) => unsafe { table.hand_out(v, blob, len) },
+            Some(v) => unsafe { table.hand_out(v.into(), blob, len) },
             None => Err(FfiError::quiet(Status::NotFound)),
         }
     })
@@ -585,6 +586,25 @@ pub unsafe extern "C" fn tdb_apply(
     })
 }
 
+/// The value of `key` in index `index` through the transaction: its snapshot,
+/// or with `latest` the latest committed version (own writes win either way).
+fn read_value(
+    trx: &mut Trx,
+    table: &Table,
+    index: u32,
+    key: &[u8],
+    latest: bool,
+) -> FfiResult<SharedBytes> {
+    let cf = table.shared.cf(index)?;
+    let txn = trx.txn()?;
+    let found = if latest {
+        txn.get_latest_shared(&cf, key)?
+    } else {
+        txn.get_shared(&cf, key)?
+    };
+    found.ok_or_else(|| FfiError::quiet(Status::NotFound))
+}
+
 /// Point read for `tdb_get` (snapshot) and `tdb_get_latest` (latest committed).
 ///
 /// # Safety
@@ -607,19 +627,68 @@ unsafe fn point_read(
         let table = unsafe { raw::handle(table) }?;
         // SAFETY: as above.
         let key = unsafe { raw::bytes(key, key_len) }?;
-        let cf = table.shared.cf(index)?;
-        let txn = trx.txn()?;
-        let found = if latest {
-            txn.get_latest(&cf, key)?
-        } else {
-            txn.get(&cf, key)?
-        };
-        match found {
-            // SAFETY: writable by contract.
-            Some(v) => unsafe { table.hand_out(v, value, value_len) },
-            None => Err(FfiError::quiet(Status::NotFound)),
+        let v = read_value(trx, table, index, key, latest)?;
+        // SAFETY: writable by contract.
+        unsafe { table.hand_out(v, value, value_len) }
+    })
+}
+
+/// `tdb_value` of the header: a value read by `tdb_get_pinned`, kept alive
+/// (and unchanged) until `tdb_value_release`.
+pub struct PinnedValue {
+    /// Held, never read: it keeps the bytes handed out alive.
+    _bytes: SharedBytes,
+}
+
+/// # Safety
+/// `key` must point to `key_len` bytes; `pin`, `value` and `value_len` must be
+/// valid for writes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C signature
+pub unsafe extern "C" fn tdb_get_pinned(
+    trx: *mut Trx,
+    table: *mut Table,
+    index: u32,
+    key: *const u8,
+    key_len: usize,
+    latest: c_int,
+    pin: *mut *mut PinnedValue,
+    value: *mut *const u8,
+    value_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handles and buffers by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        // SAFETY: as above.
+        let key = unsafe { raw::bytes(key, key_len) }?;
+        if pin.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL out-pointer"));
+        }
+        let v = read_value(trx, table, index, key, latest != 0)?;
+        let (ptr, len) = (v.as_ptr(), v.len());
+        // SAFETY: writable by contract; the bytes live in the boxed value's
+        // buffer, which the caller owns until tdb_value_release.
+        unsafe {
+            raw::write_out(value, ptr)?;
+            raw::write_out(value_len, len)?;
+            raw::write_out(pin, Box::into_raw(Box::new(PinnedValue { _bytes: v })))
         }
     })
+}
+
+/// # Safety
+/// `pin` must be NULL or a value from `tdb_get_pinned`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_value_release(pin: *mut PinnedValue) {
+    guard(|| {
+        if !pin.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_get_pinned and freed once.
+            drop(unsafe { Box::from_raw(pin) });
+        }
+        Ok(())
+    });
 }
 
 /// # Safety
@@ -692,7 +761,7 @@ pub unsafe extern "C" fn tdb_lock_row(
             // Committed before the gap was locked: lock and read it below.
         }
         txn.lock(&cf, key, mode, timeout)?;
-        match txn.get_latest(&cf, key)? {
+        match txn.get_latest_shared(&cf, key)? {
             // SAFETY: writable by contract.
             Some(v) => unsafe { table.hand_out(v, value, value_len) },
             None => Err(FfiError::quiet(Status::NotFound)),

@@ -1,0 +1,801 @@
+//! The memtable's ordered map: a skiplist with one writer at a time and any
+//! number of lock-free readers, its nodes carved out of an arena (RocksDB's
+//! `InlineSkipList` is the model).
+//!
+//! Why not `crossbeam_skiplist`: it allocates every node (and the key and the
+//! value) with `malloc`, keeps reference counts that readers bump, and always
+//! searches from the top. In an iibench profile through mariadbd, the commit
+//! leader's memtable inserts were about half of all samples: the search
+//! (pointer chasing, 22%), `malloc` / page faults of the nodes (about 20%).
+//! Here:
+//! - a node is one arena allocation: header, tower of next pointers, user key
+//!   and (up to `INLINE_VALUE_MAX` bytes) the value, so a search step loads one
+//!   cache line, and nothing is freed before the whole list is dropped (readers
+//!   never count references);
+//! - arena chunks of `POOL_CHUNK_BYTES` go back to a process-wide pool when a
+//!   memtable is dropped, so the next memtable reuses warm pages instead of
+//!   faulting in fresh ones;
+//! - the writer keeps a *splice* (the predecessors and successors of its
+//!   last insert at every level): a key that lands near the previous one (a
+//!   commit group's keys arrive in key order per column family, a sequential
+//!   primary key always does) is placed by a short walk from there instead of
+//!   a search from the top.
+//!
+//! Concurrency: inserts and removals are serialized by the writer mutex (the
+//! memtable's callers serialize them already: the commit leader under the
+//! write lock, recovery, a transaction's own write set under its lock). A new
+//! node is filled in completely, then linked bottom-up with release stores;
+//! readers follow links with acquire loads, so they see a node either not at
+//! all or complete. A removed node (a transaction's write set rolled back to
+//! a savepoint) is unlinked but its memory stays until the list is dropped,
+//! so a reader standing on it can still step forward.
+//!
+//! Order: user key ascending, then sequence descending (the internal-key
+//! order of `crate::key`). Each node also holds `head`, the user key's first
+//! 8 bytes big-endian, which settles most comparisons without reading the key.
+
+use crate::key::{compare_parts, Kind};
+use parking_lot::Mutex;
+use std::cmp::Ordering as CmpOrdering;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// Tallest tower. With a branching factor of 4, 12 levels keep searches
+/// logarithmic up to 4^12 = 16M entries (a memtable holds far fewer).
+const MAX_HEIGHT: usize = 12;
+
+/// Values up to this many bytes live in the node; longer ones are kept as a
+/// shared buffer (`Arc<[u8]>`, held by the list) so a 1 MiB value does not
+/// waste a chunk, is not copied when it comes in shared (a write set's value
+/// moving to the column family's memtable) and can be handed out without a
+/// copy (`EntryRef::shared_value`).
+const INLINE_VALUE_MAX: usize = 2048;
+
+/// Chunk size the arena grows to (it starts at `FIRST_CHUNK_BYTES` and
+/// doubles, so a write set or a memtable of a few keys stays small).
+const POOL_CHUNK_BYTES: usize = 1 << 20;
+const FIRST_CHUNK_BYTES: usize = 4096;
+/// Chunks of `POOL_CHUNK_BYTES` kept for reuse (64 MiB at most).
+const POOL_MAX_CHUNKS: usize = 64;
+
+static CHUNK_POOL: Mutex<Vec<Box<[u64]>>> = Mutex::new(Vec::new());
+
+#[inline]
+pub(crate) fn head_of(user: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    let n = user.len().min(8);
+    w[..n].copy_from_slice(&user[..n]);
+    u64::from_be_bytes(w)
+}
+
+/// A node's fixed part. In memory it is followed by `height` next pointers
+/// (`AtomicPtr<Node>`), then `key_len` bytes of user key, then the value if it
+/// is inline. All of it is written before the node is linked and never after
+/// (except the next pointers, which are atomics).
+#[repr(C)]
+struct Node {
+    /// `head_of(user key)`: if two heads differ, their order is the order of
+    /// the user keys (the zero pad never sorts a shorter key after a longer
+    /// one it is a prefix of); if equal, the user keys decide.
+    head: u64,
+    seq: u64,
+    value: *const u8,
+    value_len: usize,
+    key_len: u32,
+    kind: u8,
+    height: u8,
+    /// 1 if `value` is the data of an `Arc<[u8]>` in `Arena::large`.
+    shared: u8,
+}
+
+const NODE_BYTES: usize = std::mem::size_of::<Node>();
+
+impl Node {
+    /// # Safety
+    /// `level < self.height`, and `self` was laid out by `SkipList::new_node`.
+    #[inline]
+    unsafe fn next_slot(&self, level: usize) -> &AtomicPtr<Node> {
+        // SAFETY: the tower follows the header and has `height` slots.
+        unsafe {
+            let tower =
+                (self as *const Node as *const u8).add(NODE_BYTES) as *const AtomicPtr<Node>;
+            &*tower.add(level)
+        }
+    }
+
+    #[inline]
+    fn next(&self, level: usize) -> *mut Node {
+        debug_assert!(level < self.height as usize);
+        // SAFETY: every caller passes a level below the node's height.
+        unsafe { self.next_slot(level).load(Ordering::Acquire) }
+    }
+
+    #[inline]
+    fn user(&self) -> &[u8] {
+        // SAFETY: the key bytes follow the tower (see `SkipList::new_node`)
+        // and stay until the arena is dropped, which outlives `&self`.
+        unsafe {
+            let p = (self as *const Node as *const u8)
+                .add(NODE_BYTES + self.height as usize * std::mem::size_of::<AtomicPtr<Node>>());
+            std::slice::from_raw_parts(p, self.key_len as usize)
+        }
+    }
+
+    #[inline]
+    fn value(&self) -> &[u8] {
+        if self.value_len == 0 {
+            return &[];
+        }
+        // SAFETY: `value` points into the arena or into a buffer in
+        // `Writer::large`, both kept until the list is dropped.
+        unsafe { std::slice::from_raw_parts(self.value, self.value_len) }
+    }
+
+    /// The value as the shared buffer it is kept in (values longer than
+    /// `INLINE_VALUE_MAX`), without copying it.
+    fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
+        if self.shared == 0 {
+            return None;
+        }
+        let fat = ptr::slice_from_raw_parts(self.value, self.value_len);
+        // SAFETY: `value`/`value_len` are the data of an `Arc<[u8]>` that
+        // `Arena::large` holds until the list is dropped (which outlives
+        // `&self`); taking one more count and wrapping it hands out a clone.
+        unsafe {
+            std::sync::Arc::increment_strong_count(fat);
+            Some(std::sync::Arc::from_raw(fat))
+        }
+    }
+
+    #[inline]
+    fn kind(&self) -> Kind {
+        Kind::from_u8(self.kind).unwrap_or(Kind::Delete)
+    }
+
+    /// Order of this node against the key (`head`, `user`, `seq`).
+    #[inline]
+    fn cmp_key(&self, head: u64, user: &[u8], seq: u64) -> CmpOrdering {
+        match self.head.cmp(&head) {
+            CmpOrdering::Equal => compare_parts(self.user(), self.seq, user, seq),
+            o => o,
+        }
+    }
+}
+
+/// A search key with its head computed once.
+#[derive(Clone, Copy)]
+pub(crate) struct Probe<'a> {
+    head: u64,
+    user: &'a [u8],
+    seq: u64,
+}
+
+impl<'a> Probe<'a> {
+    #[inline]
+    pub(crate) fn new(user: &'a [u8], seq: u64) -> Probe<'a> {
+        Probe {
+            head: head_of(user),
+            user,
+            seq,
+        }
+    }
+}
+
+/// A reference to one entry of the list, valid while the list lives.
+#[derive(Clone, Copy)]
+pub(crate) struct EntryRef<'a> {
+    node: &'a Node,
+}
+
+impl<'a> EntryRef<'a> {
+    pub(crate) fn user(&self) -> &'a [u8] {
+        self.node.user()
+    }
+    pub(crate) fn seq(&self) -> u64 {
+        self.node.seq
+    }
+    pub(crate) fn kind(&self) -> Kind {
+        self.node.kind()
+    }
+    pub(crate) fn value(&self) -> &'a [u8] {
+        self.node.value()
+    }
+    /// The value without a copy if it is kept as a shared buffer (longer
+    /// than `INLINE_VALUE_MAX`); `None` for short values (copy `value()`).
+    pub(crate) fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
+        self.node.shared_value()
+    }
+}
+
+/// A value to insert: borrowed (copied into the list) or already shared
+/// (kept as is if long, copied into the node if short).
+pub(crate) enum ValueIn<'a> {
+    Borrowed(&'a [u8]),
+    Shared(std::sync::Arc<[u8]>),
+}
+
+impl ValueIn<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ValueIn::Borrowed(b) => b,
+            ValueIn::Shared(a) => a,
+        }
+    }
+}
+
+/// Bump allocator of 8-byte-aligned blocks. Only the writer allocates.
+struct Arena {
+    chunks: Vec<Box<[u64]>>,
+    /// Free space of the last chunk: `[cur, cur + left)`.
+    cur: *mut u8,
+    left: usize,
+    next_chunk: usize,
+    /// Values longer than `INLINE_VALUE_MAX`.
+    large: Vec<std::sync::Arc<[u8]>>,
+}
+
+impl Arena {
+    fn new() -> Arena {
+        Arena {
+            chunks: Vec::new(),
+            cur: ptr::null_mut(),
+            left: 0,
+            next_chunk: FIRST_CHUNK_BYTES,
+            large: Vec::new(),
+        }
+    }
+
+    /// `bytes` (a multiple of 8) of uninitialized, 8-aligned memory that stays
+    /// put until the arena is dropped.
+    fn alloc(&mut self, bytes: usize) -> *mut u8 {
+        debug_assert_eq!(bytes % 8, 0);
+        if bytes > self.left {
+            let size = self.next_chunk.max(bytes);
+            let mut chunk = if size == POOL_CHUNK_BYTES {
+                CHUNK_POOL.lock().pop()
+            } else {
+                None
+            }
+            .unwrap_or_else(|| vec![0u64; size / 8].into_boxed_slice());
+            self.cur = chunk.as_mut_ptr() as *mut u8;
+            self.left = size;
+            self.chunks.push(chunk);
+            if self.next_chunk < POOL_CHUNK_BYTES {
+                self.next_chunk *= 2;
+            }
+        }
+        let p = self.cur;
+        // SAFETY: `bytes <= left`, so the result stays inside the chunk.
+        self.cur = unsafe { self.cur.add(bytes) };
+        self.left -= bytes;
+        p
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        let mut pool = CHUNK_POOL.lock();
+        for c in self.chunks.drain(..) {
+            if c.len() * 8 == POOL_CHUNK_BYTES && pool.len() < POOL_MAX_CHUNKS {
+                pool.push(c);
+            }
+        }
+    }
+}
+
+/// The writer's state: the arena, the splice of the last insert and the
+/// random height generator.
+struct Writer {
+    arena: Arena,
+    /// `prev[i] < last inserted key <= next[i]` at level `i`, adjacent
+    /// (`prev[i].next(i) == next[i]`), for levels below `splice_height`;
+    /// `prev[splice_height]` is the head and `next[splice_height]` null.
+    prev: [*mut Node; MAX_HEIGHT + 1],
+    next: [*mut Node; MAX_HEIGHT + 1],
+    /// 0: no splice (after a removal, or before the first insert).
+    splice_height: usize,
+    rng: u64,
+}
+
+pub(crate) struct SkipList {
+    head: *mut Node,
+    /// Height of the tallest tower linked so far (readers start there).
+    height: AtomicUsize,
+    writer: Mutex<Writer>,
+}
+
+// SAFETY: nodes are immutable once linked except for their atomic next
+// pointers; all mutation goes through `writer` (a mutex), and node memory
+// lives as long as the list (see the module comment).
+unsafe impl Send for SkipList {}
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    pub(crate) fn new() -> SkipList {
+        let mut arena = Arena::new();
+        let head = Self::new_node(
+            &mut arena,
+            MAX_HEIGHT,
+            &[],
+            0,
+            Kind::Delete,
+            ValueIn::Borrowed(&[]),
+        );
+        SkipList {
+            head,
+            height: AtomicUsize::new(1),
+            writer: Mutex::new(Writer {
+                arena,
+                prev: [ptr::null_mut(); MAX_HEIGHT + 1],
+                next: [ptr::null_mut(); MAX_HEIGHT + 1],
+                splice_height: 0,
+                rng: 0x2545_f491_4f6c_dd1d,
+            }),
+        }
+    }
+
+    /// Lays out a node (header, `height` null next pointers, key, inline
+    /// value) in the arena; large values are copied to a buffer of their own.
+    fn new_node(
+        arena: &mut Arena,
+        height: usize,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value_in: ValueIn<'_>,
+    ) -> *mut Node {
+        let value_len = value_in.bytes().len();
+        let inline = value_len <= INLINE_VALUE_MAX;
+        let tower = height * std::mem::size_of::<AtomicPtr<Node>>();
+        let mut bytes = NODE_BYTES + tower + user.len();
+        if inline {
+            bytes += value_len;
+        }
+        let bytes = (bytes + 7) & !7;
+        let p = arena.alloc(bytes);
+        // SAFETY: `p` is `bytes` bytes of 8-aligned memory owned by the arena;
+        // the header, tower, key and value written below fit in it.
+        unsafe {
+            let key_at = p.add(NODE_BYTES + tower);
+            ptr::copy_nonoverlapping(user.as_ptr(), key_at, user.len());
+            let value_ptr = if value_len == 0 {
+                ptr::null()
+            } else if inline {
+                let value = value_in.bytes();
+                let at = key_at.add(user.len());
+                ptr::copy_nonoverlapping(value.as_ptr(), at, value_len);
+                at as *const u8
+            } else {
+                let shared = match value_in {
+                    ValueIn::Shared(a) => a,
+                    ValueIn::Borrowed(b) => std::sync::Arc::from(b),
+                };
+                let at = shared.as_ptr();
+                arena.large.push(shared);
+                at
+            };
+            let node = p as *mut Node;
+            node.write(Node {
+                head: head_of(user),
+                seq,
+                value: value_ptr,
+                value_len,
+                key_len: user.len() as u32,
+                kind: kind as u8,
+                height: height as u8,
+                shared: u8::from(value_len > 0 && !inline),
+            });
+            let slots = p.add(NODE_BYTES) as *mut AtomicPtr<Node>;
+            for i in 0..height {
+                slots.add(i).write(AtomicPtr::new(ptr::null_mut()));
+            }
+            node
+        }
+    }
+
+    #[inline]
+    fn node(&self, p: *mut Node) -> Option<&Node> {
+        // SAFETY: non-null pointers in the list point at complete nodes that
+        // live as long as the list.
+        unsafe { p.as_ref() }
+    }
+
+    #[inline]
+    fn head(&self) -> &Node {
+        // SAFETY: the head node is allocated in `new` and never freed before
+        // the list.
+        unsafe { &*self.head }
+    }
+
+    /// True if `n` is null (the end) or its key is >= the probe.
+    #[inline]
+    fn at_or_after(&self, n: *mut Node, k: &Probe<'_>) -> bool {
+        match self.node(n) {
+            None => true,
+            Some(n) => n.cmp_key(k.head, k.user, k.seq) != CmpOrdering::Less,
+        }
+    }
+
+    /// Inserts an entry. An entry of the same (user key, sequence) already in
+    /// the list is shadowed: the new one sorts right before it.
+    pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
+        let mut w = self.writer.lock();
+        let w = &mut *w;
+        let k = Probe::new(user, seq);
+        let height = {
+            // Geometric with p = 1/4.
+            w.rng ^= w.rng << 13;
+            w.rng ^= w.rng >> 7;
+            w.rng ^= w.rng << 17;
+            let mut r = w.rng;
+            let mut h = 1;
+            while h < MAX_HEIGHT && r & 3 == 0 {
+                h += 1;
+                r >>= 2;
+            }
+            h
+        };
+        let list_height = self.height.load(Ordering::Relaxed);
+        let max_height = list_height.max(height);
+        if height > list_height {
+            // Readers that see the new height before the node find null
+            // links at the new levels of the head and drop down.
+            self.height.store(height, Ordering::Release);
+        }
+        // Lowest level whose splice still brackets the key (every level above
+        // it does too: towers nest).
+        let mut recompute = max_height;
+        if w.splice_height >= max_height {
+            recompute = 0;
+            while recompute < max_height {
+                let (p, n) = (w.prev[recompute], w.next[recompute]);
+                // SAFETY: splice pointers are live nodes of this list.
+                let prev = unsafe { &*p };
+                let brackets = prev.next(recompute) == n
+                    && (p == self.head || prev.cmp_key(k.head, k.user, k.seq) == CmpOrdering::Less)
+                    && self.at_or_after(n, &k);
+                if brackets {
+                    break;
+                }
+                recompute += 1;
+            }
+        }
+        if recompute == max_height {
+            w.prev[max_height] = self.head;
+            w.next[max_height] = ptr::null_mut();
+            w.splice_height = max_height;
+        }
+        for level in (0..recompute).rev() {
+            let (mut before, after) = (w.prev[level + 1], w.next[level + 1]);
+            loop {
+                // SAFETY: `before` is a live node (the head or a linked one).
+                let n = unsafe { (*before).next(level) };
+                if n == after || self.at_or_after(n, &k) {
+                    w.prev[level] = before;
+                    w.next[level] = n;
+                    break;
+                }
+                before = n;
+            }
+        }
+        let node = Self::new_node(&mut w.arena, height, user, seq, kind, value);
+        for level in 0..height {
+            // SAFETY: `node` is ours until linked; `prev[level]` is a live
+            // node whose tower reaches `level` (it was found at that level).
+            unsafe {
+                (*node)
+                    .next_slot(level)
+                    .store(w.next[level], Ordering::Relaxed);
+                (*w.prev[level])
+                    .next_slot(level)
+                    .store(node, Ordering::Release);
+            }
+            w.prev[level] = node;
+        }
+    }
+
+    /// Unlinks the entry (`user`, `seq`) if present. Its memory stays until
+    /// the list is dropped (a reader may stand on it).
+    pub(crate) fn remove(&self, user: &[u8], seq: u64) -> Option<usize> {
+        let mut w = self.writer.lock();
+        w.splice_height = 0;
+        let k = Probe::new(user, seq);
+        let mut preds = [self.head; MAX_HEIGHT];
+        let mut x = self.head;
+        for level in (0..self.height.load(Ordering::Relaxed)).rev() {
+            loop {
+                // SAFETY: `x` is a live node whose tower reaches `level`.
+                let n = unsafe { (*x).next(level) };
+                if self.at_or_after(n, &k) {
+                    break;
+                }
+                x = n;
+            }
+            preds[level] = x;
+        }
+        // SAFETY: as above.
+        let target = unsafe { (*preds[0]).next(0) };
+        let t = self.node(target)?;
+        if t.cmp_key(k.head, k.user, k.seq) != CmpOrdering::Equal {
+            return None;
+        }
+        for level in (0..t.height as usize).rev() {
+            // SAFETY: `preds[level]` precedes `target` at `level`.
+            unsafe {
+                let p = &*preds[level];
+                if p.next(level) == target {
+                    p.next_slot(level).store(t.next(level), Ordering::Release);
+                }
+            }
+        }
+        Some(t.value_len)
+    }
+
+    /// First entry >= the probe.
+    pub(crate) fn seek(&self, k: &Probe<'_>) -> Option<EntryRef<'_>> {
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: `x` is a live node whose tower reaches `level`.
+            let n = unsafe { (*x).next(level) };
+            if !self.at_or_after(n, k) {
+                x = n;
+            } else if level == 0 {
+                return self.node(n).map(|node| EntryRef { node });
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// Last entry < the probe (`or_equal`: <=).
+    pub(crate) fn seek_before(&self, k: &Probe<'_>, or_equal: bool) -> Option<EntryRef<'_>> {
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: as in `seek`.
+            let n = unsafe { (*x).next(level) };
+            let go_right =
+                self.node(n)
+                    .is_some_and(|node| match node.cmp_key(k.head, k.user, k.seq) {
+                        CmpOrdering::Less => true,
+                        CmpOrdering::Equal => or_equal,
+                        CmpOrdering::Greater => false,
+                    });
+            if go_right {
+                x = n;
+            } else if level == 0 {
+                if x == self.head {
+                    return None;
+                }
+                // SAFETY: `x` is a linked node.
+                return Some(EntryRef {
+                    node: unsafe { &*x },
+                });
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    pub(crate) fn first(&self) -> Option<EntryRef<'_>> {
+        self.node(self.head().next(0)).map(|node| EntryRef { node })
+    }
+
+    pub(crate) fn last(&self) -> Option<EntryRef<'_>> {
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: as in `seek`.
+            let n = unsafe { (*x).next(level) };
+            if !n.is_null() {
+                x = n;
+            } else if level == 0 {
+                if x == self.head {
+                    return None;
+                }
+                // SAFETY: `x` is a linked node.
+                return Some(EntryRef {
+                    node: unsafe { &*x },
+                });
+            } else {
+                level -= 1;
+            }
+        }
+    }
+
+    /// The entry after `e`.
+    pub(crate) fn next<'a>(&'a self, e: EntryRef<'a>) -> Option<EntryRef<'a>> {
+        self.node(e.node.next(0)).map(|node| EntryRef { node })
+    }
+
+    /// The entry before `e` (a search: nodes have no back links).
+    pub(crate) fn prev<'a>(&'a self, e: EntryRef<'a>) -> Option<EntryRef<'a>> {
+        self.seek_before(&Probe::new(e.user(), e.seq()), false)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head().next(0).is_null()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = EntryRef<'_>> {
+        let mut cur = self.first();
+        std::iter::from_fn(move || {
+            let e = cur?;
+            cur = self.next(e);
+            Some(e)
+        })
+    }
+}
+
+/// A position in a list that owns nothing: the memtable iterator keeps one
+/// next to the `Arc` of the memtable that keeps the list alive.
+#[derive(Clone, Copy)]
+pub(crate) struct RawEntry(*const Node);
+
+// SAFETY: a `RawEntry` is only turned back into a reference while the list it
+// came from is alive (see `RawEntry::get`); nodes are immutable but for
+// atomics.
+unsafe impl Send for RawEntry {}
+unsafe impl Sync for RawEntry {}
+
+impl RawEntry {
+    pub(crate) fn of(e: EntryRef<'_>) -> RawEntry {
+        RawEntry(e.node)
+    }
+
+    /// # Safety
+    /// `list` is the list this entry came from.
+    pub(crate) unsafe fn get<'a>(&self, _list: &'a SkipList) -> EntryRef<'a> {
+        // SAFETY: the caller guarantees the node's list is alive.
+        EntryRef {
+            node: unsafe { &*self.0 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn collect(l: &SkipList) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+        l.iter()
+            .map(|e| (e.user().to_vec(), e.seq(), e.value().to_vec()))
+            .collect()
+    }
+
+    /// Random inserts (short and long keys and values, runs of nearby keys
+    /// that exercise the splice), removals and every kind of seek, checked
+    /// against a `BTreeMap` ordered the same way.
+    #[test]
+    fn matches_btreemap_model() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let l = SkipList::new();
+        // Key: (user, Reverse(seq)) gives the list's order.
+        let mut model: BTreeMap<(Vec<u8>, std::cmp::Reverse<u64>), Vec<u8>> = BTreeMap::new();
+        let mut base = 0u64;
+        for round in 0..6000u64 {
+            let op = next() % 10;
+            if round % 500 == 0 {
+                base = next() % 5000;
+            }
+            let k = if op < 6 {
+                // A run of nearby keys.
+                base += next() % 3;
+                format!("key{base:06}").into_bytes()
+            } else {
+                let len = (next() % 12) as usize;
+                (0..len)
+                    .map(|_| [0u8, 1, 7, 255][(next() % 4) as usize])
+                    .collect()
+            };
+            let seq = next() % 50;
+            if op == 9 {
+                let removed = l.remove(&k, seq).is_some();
+                assert_eq!(
+                    removed,
+                    model.remove(&(k, std::cmp::Reverse(seq))).is_some()
+                );
+                continue;
+            }
+            let vlen = [0usize, 3, 100, 3000][(next() % 4) as usize];
+            let v: Vec<u8> = (0..vlen).map(|i| (i as u64 ^ round) as u8).collect();
+            let key = (k.clone(), std::cmp::Reverse(seq));
+            if model.contains_key(&key) {
+                continue; // the memtable never inserts an entry twice
+            }
+            l.insert(&k, seq, Kind::Put, ValueIn::Borrowed(&v));
+            if vlen > INLINE_VALUE_MAX {
+                let e = l.seek(&Probe::new(&k, seq)).expect("just inserted");
+                assert_eq!(e.shared_value().as_deref(), Some(&v[..]));
+            }
+            model.insert(key, v);
+        }
+        let want: Vec<_> = model
+            .iter()
+            .map(|((k, s), v)| (k.clone(), s.0, v.clone()))
+            .collect();
+        assert_eq!(collect(&l), want);
+        assert_eq!(
+            l.last().map(|e| (e.user().to_vec(), e.seq())),
+            want.last().map(|x| (x.0.clone(), x.1))
+        );
+        for _ in 0..3000 {
+            let k = format!("key{:06}", next() % 5200).into_bytes();
+            let seq = next() % 60;
+            let pos =
+                want.partition_point(|x| compare_parts(&x.0, x.1, &k, seq) == CmpOrdering::Less);
+            let got = l
+                .seek(&Probe::new(&k, seq))
+                .map(|e| (e.user().to_vec(), e.seq()));
+            assert_eq!(got, want.get(pos).map(|x| (x.0.clone(), x.1)));
+            let before = l
+                .seek_before(&Probe::new(&k, seq), false)
+                .map(|e| (e.user().to_vec(), e.seq()));
+            assert_eq!(
+                before,
+                pos.checked_sub(1).map(|p| (want[p].0.clone(), want[p].1))
+            );
+            let le =
+                want.partition_point(|x| compare_parts(&x.0, x.1, &k, seq) != CmpOrdering::Greater);
+            let got = l
+                .seek_before(&Probe::new(&k, seq), true)
+                .map(|e| (e.user().to_vec(), e.seq()));
+            assert_eq!(
+                got,
+                le.checked_sub(1).map(|p| (want[p].0.clone(), want[p].1))
+            );
+            if let Some(e) = l.seek(&Probe::new(&k, seq)) {
+                let p = l.prev(e).map(|e| (e.user().to_vec(), e.seq()));
+                assert_eq!(
+                    p,
+                    pos.checked_sub(1).map(|p| (want[p].0.clone(), want[p].1))
+                );
+            }
+        }
+    }
+
+    /// Readers on other threads walk the list while it grows: every walk is in
+    /// order and sees a prefix-closed set of what was inserted before it began.
+    #[test]
+    fn concurrent_readers_see_complete_ordered_nodes() {
+        let l = std::sync::Arc::new(SkipList::new());
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (l, done) = (l.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut walks = 0;
+                    while !done.load(Ordering::Relaxed) || walks == 0 {
+                        let mut last: Option<Vec<u8>> = None;
+                        for e in l.iter() {
+                            let k = e.user().to_vec();
+                            assert_eq!(e.value(), &k[..], "a complete node");
+                            if let Some(p) = &last {
+                                assert!(p < &k, "in order");
+                            }
+                            last = Some(k);
+                        }
+                        walks += 1;
+                    }
+                })
+            })
+            .collect();
+        for i in 0..20_000u64 {
+            let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16).to_be_bytes();
+            l.insert(&k, 1, Kind::Put, ValueIn::Borrowed(&k));
+        }
+        done.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().expect("reader");
+        }
+        assert_eq!(l.iter().count(), 20_000);
+    }
+}
