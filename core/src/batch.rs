@@ -24,9 +24,33 @@
 //! invisible until a type-3 record with the same xid gives it its commit
 //! sequence (replay then applies the prepared ops at that sequence). A xid
 //! prepared twice (re-logged at open after a crash) denotes the same write set.
+//!
+//! The bytes are the same whichever way a record is assembled: the commit
+//! leader encodes into a [`crate::wal::Frames`], which keeps values of at least
+//! [`crate::wal::OUT_OF_LINE`] bytes out of its buffer (they are written with
+//! `pwritev` straight from the write set's shared buffers, and checksummed in
+//! place), other paths into a plain `Vec<u8>`.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::key::Kind;
+use std::sync::Arc;
+
+/// Where records are encoded: small fields go to `buf()`, values through
+/// `value` (which may keep a large one out of line, see `wal::Frames`).
+pub(crate) trait Sink {
+    fn buf(&mut self) -> &mut Vec<u8>;
+    /// Appends `v` length-prefixed (`varint len ++ bytes`).
+    fn value(&mut self, v: &Arc<[u8]>);
+}
+
+impl Sink for Vec<u8> {
+    fn buf(&mut self) -> &mut Vec<u8> {
+        self
+    }
+    fn value(&mut self, v: &Arc<[u8]>) {
+        put_bytes(self, v);
+    }
+}
 
 pub(crate) const REC_COMMIT: u8 = 1;
 pub(crate) const REC_PREPARE: u8 = 2;
@@ -38,51 +62,68 @@ pub(crate) struct Op {
     pub cf: u64,
     pub kind: Kind,
     pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    /// Shared with the write set's memtable and, after the commit, the column
+    /// family's memtable (a value is copied once, when it is written).
+    pub value: Arc<[u8]>,
 }
 
-/// Upper bound of the encoded size of `ops` (for reserving capacity).
+/// Upper bound of the bytes `ops` encode into a `wal::Frames` buffer (values
+/// kept out of line not counted), for reserving capacity.
 pub(crate) fn encoded_size<'a>(ops: impl Iterator<Item = &'a Op>) -> usize {
-    ops.map(|o| o.key.len() + o.value.len() + 22).sum::<usize>() + 24
+    ops.map(|o| {
+        let v = if o.value.len() >= crate::wal::OUT_OF_LINE {
+            0
+        } else {
+            o.value.len()
+        };
+        o.key.len() + v + 22
+    })
+    .sum::<usize>()
+        + 24
 }
 
-fn encode_ops<'a>(out: &mut Vec<u8>, ops: impl ExactSizeIterator<Item = &'a Op>) {
-    put_varint(out, ops.len() as u64);
+fn encode_ops<'a>(out: &mut impl Sink, ops: impl ExactSizeIterator<Item = &'a Op>) {
+    put_varint(out.buf(), ops.len() as u64);
     for op in ops {
-        put_varint(out, op.cf);
-        out.push(op.kind as u8);
-        put_bytes(out, &op.key);
-        put_bytes(out, &op.value);
+        let b = out.buf();
+        put_varint(b, op.cf);
+        b.push(op.kind as u8);
+        put_bytes(b, &op.key);
+        out.value(&op.value);
     }
 }
 
 pub(crate) fn encode_commit<'a>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     seq: u64,
     ops: impl ExactSizeIterator<Item = &'a Op>,
 ) {
-    out.push(REC_COMMIT);
-    put_varint(out, seq);
+    let b = out.buf();
+    b.push(REC_COMMIT);
+    put_varint(b, seq);
     encode_ops(out, ops);
 }
 
 pub(crate) fn encode_prepare<'a>(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     xid: &[u8],
     ops: impl ExactSizeIterator<Item = &'a Op>,
 ) {
-    out.push(REC_PREPARE);
-    put_bytes(out, xid);
+    let b = out.buf();
+    b.push(REC_PREPARE);
+    put_bytes(b, xid);
     encode_ops(out, ops);
 }
 
-pub(crate) fn encode_commit_prepared(out: &mut Vec<u8>, seq: u64, xid: &[u8]) {
+pub(crate) fn encode_commit_prepared(out: &mut impl Sink, seq: u64, xid: &[u8]) {
+    let out = out.buf();
     out.push(REC_COMMIT_PREPARED);
     put_varint(out, seq);
     put_bytes(out, xid);
 }
 
-pub(crate) fn encode_rollback_prepared(out: &mut Vec<u8>, xid: &[u8]) {
+pub(crate) fn encode_rollback_prepared(out: &mut impl Sink, xid: &[u8]) {
+    let out = out.buf();
     out.push(REC_ROLLBACK_PREPARED);
     put_bytes(out, xid);
 }
@@ -101,7 +142,7 @@ fn decode_ops(r: &mut Reader<'_>) -> Option<Vec<Op>> {
         let cf = r.varint()?;
         let kind = Kind::from_u8(r.u8()?)?;
         let key = r.len_prefixed()?.to_vec();
-        let value = r.len_prefixed()?.to_vec();
+        let value = Arc::from(r.len_prefixed()?);
         ops.push(Op {
             cf,
             kind,

@@ -825,7 +825,10 @@ impl DbInner {
                         let Some(cf) = cfs.get(&op.cf) else { continue };
                         let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
                         if seq > flushed {
-                            cf.sv.read().mem.insert(&op.key, seq, op.kind, &op.value);
+                            cf.sv
+                                .read()
+                                .mem
+                                .insert_shared(&op.key, seq, op.kind, op.value);
                         }
                     }
                 };
@@ -1942,8 +1945,7 @@ impl DbInner {
             let mut ops = p.req.ops.lock();
             if let Some((c, op, _)) = ops.first_mut() {
                 if Arc::ptr_eq(c, cf) && op.key == key {
-                    op.value.clear();
-                    op.value.extend_from_slice(value);
+                    op.value = Arc::from(value);
                     return Ok(());
                 }
             }
@@ -1952,7 +1954,7 @@ impl DbInner {
             cf: cf.id,
             kind: Kind::Put,
             key: key.to_vec(),
-            value: value.to_vec(),
+            value: Arc::from(value),
         };
         let req = Arc::new(CommitReq {
             ops: Mutex::new(vec![(cf.clone(), op, 0)]),
@@ -2075,7 +2077,7 @@ impl DbInner {
             self.bg_notify();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(1));
         }
-        let mut framed = Vec::new();
+        let mut framed = wal::Frames::default();
         let mut accepted: Vec<(usize, u64, CfOps)> = Vec::new();
         let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
         let mut new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)> = Vec::new();
@@ -2132,9 +2134,8 @@ impl DbInner {
                 ReqKind::Commit => {
                     next_seq += 1;
                     let seq = next_seq;
-                    wal::frame_with(&mut framed, |out| {
-                        batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o))
-                    });
+                    framed
+                        .frame(|out| batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o)));
                     // Only later requests of the group need our keys (not
                     // those of a blind deferred put: it conflicts with none).
                     if !last && !req.detached {
@@ -2146,9 +2147,8 @@ impl DbInner {
                     accepted.push((i, next_seq, ops));
                 }
                 ReqKind::Prepare(x) => {
-                    wal::frame_with(&mut framed, |out| {
-                        batch::encode_prepare(out, x, ops.iter().map(|(_, o, _)| o))
-                    });
+                    framed
+                        .frame(|out| batch::encode_prepare(out, x, ops.iter().map(|(_, o, _)| o)));
                     let keys: Vec<(u64, Vec<u8>)> =
                         ops.iter().map(|(_, o, _)| (o.cf, o.key.clone())).collect();
                     group_keys.extend(keys.iter().cloned());
@@ -2159,15 +2159,13 @@ impl DbInner {
                 ReqKind::CommitPrepared(x) => {
                     next_seq += 1;
                     let seq = next_seq;
-                    wal::frame_with(&mut framed, |out| {
-                        batch::encode_commit_prepared(out, seq, x)
-                    });
+                    framed.frame(|out| batch::encode_commit_prepared(out, seq, x));
                     resolved.push((x.clone(), next_seq));
                     results.push(Ok(next_seq));
                     accepted.push((i, next_seq, ops));
                 }
                 ReqKind::RollbackPrepared(x) => {
-                    wal::frame_with(&mut framed, |out| batch::encode_rollback_prepared(out, x));
+                    framed.frame(|out| batch::encode_rollback_prepared(out, x));
                     resolved.push((x.clone(), 0));
                     results.push(Ok(0));
                     accepted.push((i, 0, Vec::new()));
@@ -2184,7 +2182,7 @@ impl DbInner {
             // A failed append (no space, ...) is cut back off the segment by
             // the writer: these commits fail, later ones may succeed. Only a
             // failed fsync (or a cut that failed) refuses writes until reopen.
-            if let Err(e) = wal.append(&framed) {
+            if let Err(e) = wal.append_frames(&framed) {
                 if wal.torn {
                     self.poison();
                 }
@@ -2210,7 +2208,11 @@ impl DbInner {
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
         for (_, seq, ops) in accepted.iter_mut() {
             for (cf, op, _) in ops.drain(..) {
-                cf.sv.read().mem.insert(&op.key, *seq, op.kind, &op.value);
+                // The value's buffer is shared with the write set (no copy).
+                cf.sv
+                    .read()
+                    .mem
+                    .insert_shared(&op.key, *seq, op.kind, op.value);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }

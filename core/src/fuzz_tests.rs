@@ -73,7 +73,7 @@ fn sample_ops(rng: &mut StdRng) -> Vec<Op> {
             cf: rng.gen_range(0..300),
             kind: if i % 3 == 0 { Kind::Delete } else { Kind::Put },
             key: random_bytes(rng, 20),
-            value: random_bytes(rng, 40),
+            value: random_bytes(rng, 40).into(),
         })
         .collect()
 }

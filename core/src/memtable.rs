@@ -157,7 +157,6 @@ impl Memtable {
 
     /// `insert` of a value already in a shared buffer: a long one is kept
     /// without a copy (a write set's value moving to the memtable at commit).
-    #[allow(dead_code)] // wired up by the large-value write change
     pub(crate) fn insert_shared(&self, user: &[u8], seq: u64, kind: Kind, value: Arc<[u8]>) {
         self.insert_value(user, seq, kind, ValueIn::Shared(value));
     }

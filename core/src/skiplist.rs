@@ -209,7 +209,6 @@ impl<'a> EntryRef<'a> {
 
 /// A value to insert: borrowed (copied into the list) or already shared
 /// (kept as is if long, copied into the node if short).
-#[allow(dead_code)] // `Shared`: wired up by the large-value write change
 pub(crate) enum ValueIn<'a> {
     Borrowed(&'a [u8]),
     Shared(std::sync::Arc<[u8]>),

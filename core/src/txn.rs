@@ -593,7 +593,8 @@ impl Txn {
         let mut buf = Vec::new();
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
-            let mut push = |key: &[u8], kind: Kind, value: &[u8]| {
+            // Values are shared with the write set, not copied.
+            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>| {
                 let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
                 ops.push((
                     w.cf.clone(),
@@ -601,7 +602,7 @@ impl Txn {
                         cf: *id,
                         kind,
                         key: key.to_vec(),
-                        value: value.to_vec(),
+                        value,
                     },
                     check,
                 ));
@@ -614,7 +615,7 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(m.key(), m.kind(), m.value());
+                    push(m.key(), m.kind(), Arc::from(m.value()));
                     m.next();
                 }
                 m.status()?;
@@ -624,7 +625,9 @@ impl Txn {
             let mem = w.view.lock().mem.clone();
             mem.for_each(|e| {
                 if last.as_deref() != Some(e.user()) {
-                    push(e.user(), e.kind(), e.value());
+                    // A long value is shared with the write set, not copied.
+                    let v = e.shared_value().unwrap_or_else(|| Arc::from(e.value()));
+                    push(e.user(), e.kind(), v);
                     last = Some(e.user().to_vec());
                 }
                 Ok(())
