@@ -531,51 +531,49 @@ impl SkipList {
         Some(t.value_len)
     }
 
-    /// First entry >= the probe.
-    pub(crate) fn seek(&self, k: &Probe<'_>) -> Option<EntryRef<'_>> {
+    /// Walks down from the top: at each level moves right while the next
+    /// node satisfies `go_right` (which must hold for a prefix of the list),
+    /// and returns the last node it stood on (the head if none).
+    fn descend(&self, go_right: impl Fn(&Node) -> bool) -> *mut Node {
         let mut x = self.head;
         let mut level = self.height.load(Ordering::Acquire) - 1;
         loop {
-            // SAFETY: `x` is a live node whose tower reaches `level`.
+            // SAFETY: `x` is the head or a linked node, and its tower reaches
+            // `level` (it was reached at a level >= `level`).
             let n = unsafe { (*x).next(level) };
-            if !self.at_or_after(n, k) {
+            if self.node(n).is_some_and(&go_right) {
                 x = n;
             } else if level == 0 {
-                return self.node(n).map(|node| EntryRef { node });
+                return x;
             } else {
                 level -= 1;
             }
         }
     }
 
+    /// `x` as an entry, `None` for the head.
+    fn entry_at(&self, x: *mut Node) -> Option<EntryRef<'_>> {
+        if x == self.head {
+            return None;
+        }
+        self.node(x).map(|node| EntryRef { node })
+    }
+
+    /// First entry >= the probe.
+    pub(crate) fn seek(&self, k: &Probe<'_>) -> Option<EntryRef<'_>> {
+        let x = self.descend(|n| n.cmp_key(k.head, k.user, k.seq) == CmpOrdering::Less);
+        // SAFETY: `x` is the head or a linked node.
+        self.node(unsafe { (*x).next(0) })
+            .map(|node| EntryRef { node })
+    }
+
     /// Last entry < the probe (`or_equal`: <=).
     pub(crate) fn seek_before(&self, k: &Probe<'_>, or_equal: bool) -> Option<EntryRef<'_>> {
-        let mut x = self.head;
-        let mut level = self.height.load(Ordering::Acquire) - 1;
-        loop {
-            // SAFETY: as in `seek`.
-            let n = unsafe { (*x).next(level) };
-            let go_right =
-                self.node(n)
-                    .is_some_and(|node| match node.cmp_key(k.head, k.user, k.seq) {
-                        CmpOrdering::Less => true,
-                        CmpOrdering::Equal => or_equal,
-                        CmpOrdering::Greater => false,
-                    });
-            if go_right {
-                x = n;
-            } else if level == 0 {
-                if x == self.head {
-                    return None;
-                }
-                // SAFETY: `x` is a linked node.
-                return Some(EntryRef {
-                    node: unsafe { &*x },
-                });
-            } else {
-                level -= 1;
-            }
-        }
+        self.entry_at(self.descend(|n| match n.cmp_key(k.head, k.user, k.seq) {
+            CmpOrdering::Less => true,
+            CmpOrdering::Equal => or_equal,
+            CmpOrdering::Greater => false,
+        }))
     }
 
     pub(crate) fn first(&self) -> Option<EntryRef<'_>> {
@@ -583,25 +581,7 @@ impl SkipList {
     }
 
     pub(crate) fn last(&self) -> Option<EntryRef<'_>> {
-        let mut x = self.head;
-        let mut level = self.height.load(Ordering::Acquire) - 1;
-        loop {
-            // SAFETY: as in `seek`.
-            let n = unsafe { (*x).next(level) };
-            if !n.is_null() {
-                x = n;
-            } else if level == 0 {
-                if x == self.head {
-                    return None;
-                }
-                // SAFETY: `x` is a linked node.
-                return Some(EntryRef {
-                    node: unsafe { &*x },
-                });
-            } else {
-                level -= 1;
-            }
-        }
+        self.entry_at(self.descend(|_| true))
     }
 
     /// The entry after `e`.
