@@ -137,7 +137,9 @@ mod tides {
 
     impl Reader for TidesReader<'_> {
         fn get(&mut self, key: &[u8], out: &mut Vec<u8>) -> Res<bool> {
-            match self.txn.get(self.cf, key).map_err(e2s)? {
+            // The shared read (no copy inside the engine), then one copy into
+            // `out`, as fjall's adapter copies its `Slice`.
+            match self.txn.get_shared(self.cf, key).map_err(e2s)? {
                 Some(v) => {
                     out.clear();
                     out.extend_from_slice(&v);
