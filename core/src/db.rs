@@ -1390,16 +1390,12 @@ impl DbInner {
         snap: u64,
     ) -> Result<Option<(u64, Kind, SharedBytes)>> {
         // A long memtable value is a shared buffer: handed out without a copy.
-        let value = |e: &crate::skiplist::EntryRef<'_>| match e.shared_value() {
-            Some(a) => SharedBytes::from_arc(a),
-            None => SharedBytes::from_vec(e.value().to_vec()),
-        };
         if let Some(e) = sv.mem.get(key, snap) {
-            return Ok(Some((e.seq(), e.kind(), value(&e))));
+            return Ok(Some((e.seq(), e.kind(), e.value_bytes())));
         }
         for m in sv.imms.iter().rev() {
             if let Some(e) = m.get(key, snap) {
-                return Ok(Some((e.seq(), e.kind(), value(&e))));
+                return Ok(Some((e.seq(), e.kind(), e.value_bytes())));
             }
         }
         for f in sv.levels.candidates(key) {

@@ -162,10 +162,7 @@ impl Memtable {
     }
 
     fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
-        let value_len = match &value {
-            ValueIn::Borrowed(b) => b.len(),
-            ValueIn::Shared(a) => a.len(),
-        };
+        let value_len = value.bytes().len();
         if let Some(f) = &self.filter {
             f.add(user, &self.map);
         }

@@ -205,6 +205,14 @@ impl<'a> EntryRef<'a> {
     pub(crate) fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
         self.node.shared_value()
     }
+    /// The value as `SharedBytes`: the shared buffer of a long value (no
+    /// copy), a copy of a short one.
+    pub(crate) fn value_bytes(&self) -> crate::bytes::SharedBytes {
+        match self.shared_value() {
+            Some(a) => crate::bytes::SharedBytes::from_arc(a),
+            None => crate::bytes::SharedBytes::from_vec(self.value().to_vec()),
+        }
+    }
 }
 
 /// A value to insert: borrowed (copied into the list) or already shared
@@ -215,7 +223,7 @@ pub(crate) enum ValueIn<'a> {
 }
 
 impl ValueIn<'_> {
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             ValueIn::Borrowed(b) => b,
             ValueIn::Shared(a) => a,

@@ -111,15 +111,16 @@ pub(crate) struct WsCf {
 }
 
 impl WsCf {
-    /// Newest own version of `key` (any op), in memory or in a run.
-    fn get(&self, key: &[u8]) -> Result<Option<(Kind, Vec<u8>)>> {
+    /// Newest own version of `key` (any op), in memory or in a run; a long
+    /// value in memory is shared, not copied.
+    fn get(&self, key: &[u8]) -> Result<Option<(Kind, SharedBytes)>> {
         let v = self.view.lock();
         if let Some(e) = v.mem.get(key, u64::MAX) {
-            return Ok(Some((e.kind(), e.value().to_vec())));
+            return Ok(Some((e.kind(), e.value_bytes())));
         }
         for r in v.runs.iter().rev() {
             if let Some((_, k, val)) = r.table.get(key, r.limit())? {
-                return Ok(Some((k, val)));
+                return Ok(Some((k, SharedBytes::from_vec(val))));
             }
         }
         Ok(None)
@@ -281,12 +282,19 @@ impl Txn {
     /// separated value: the cache and the caller share its buffer).
     pub fn get_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
-        if let Some(w) = self.ws.get(&cf.id()) {
-            if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
-            }
+        if let Some(own) = self.own_write(cf, key)? {
+            return Ok(own);
         }
         self.db.get_at(&cf.inner, key, self.snap.seq)
+    }
+
+    /// This transaction's own latest write of `key`: `Some(None)` for a
+    /// delete, `None` if it has not written the key.
+    fn own_write(&self, cf: &Cf, key: &[u8]) -> Result<Option<Option<SharedBytes>>> {
+        let Some(w) = self.ws.get(&cf.id()) else {
+            return Ok(None);
+        };
+        Ok(w.get(key)?.map(|(k, v)| (k != Kind::Delete).then_some(v)))
     }
 
     fn check_not_prepared(&self) -> Result<()> {
@@ -950,10 +958,8 @@ impl Txn {
     /// [`Txn::get_shared`]).
     pub fn get_latest_shared(&mut self, cf: &Cf, key: &[u8]) -> Result<Option<SharedBytes>> {
         self.check(cf)?;
-        if let Some(w) = self.ws.get(&cf.id()) {
-            if let Some((k, v)) = w.get(key)? {
-                return Ok((k != Kind::Delete).then(|| SharedBytes::from_vec(v)));
-            }
+        if let Some(own) = self.own_write(cf, key)? {
+            return Ok(own);
         }
         let latest = self.db.visible_seq.load(Ordering::Acquire);
         self.db.get_at(&cf.inner, key, latest)
