@@ -21,8 +21,14 @@
   - The commit point is one engine transaction replacing the table's catalog entry
     with its new index list (tdb_index_build_commit). A crash before it leaves only
     unnamed families, dropped at the next start.
-  Everything else (column types, NULL-ability, column order, adding or dropping
-  columns, primary key changes, partitioned tables) is refused here, so the server
+  - ADD COLUMN after the last column (INSTANT): no row is rewritten. A row keeps
+    the column count it was written with, and decode_row gives the columns added
+    since their defaults (row_codec.h), as InnoDB's instant ADD COLUMN does. Only
+    columns whose default is a constant of the record image qualify (see
+    instant_add_refusal); the old columns must keep their NULL-bit positions.
+  Everything else (column types, NULL-ability, column order, columns added
+  elsewhere or with an expression default, dropping columns, primary key
+  changes, partitioned tables) is refused here, so the server
   falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
   statement asked for INPLACE, NOCOPY or INSTANT.
 */
@@ -42,6 +48,12 @@ static const alter_table_operations METADATA_ONLY =
 static const alter_table_operations ADD_INDEX =
     ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX;
 
+/* ADD COLUMN after the last column: instant when instant_add_refusal agrees. A
+   column's own CHECK (JSON's JSON_VALID) comes with it; like InnoDB's instant ADD
+   COLUMN, rows already there are not checked against it. (A table's CHECK
+   constraint, ALTER_ADD_CHECK_CONSTRAINT, is checked on every row by a copy.) */
+static const alter_table_operations ADD_COLUMN_LAST = ALTER_ADD_STORED_BASE_COLUMN;
+
 /* State of one in-place ALTER, kept in ha_alter_info->handler_ctx (the server
    deletes it; an uncommitted build drops its column families then). */
 class Tidesdb_alter_ctx : public inplace_alter_handler_ctx {
@@ -56,6 +68,49 @@ public:
     if (build) tdb_index_build_free(build);
   }
 };
+
+/* Offset of a field's NULL bit in its table's record, or -1. */
+static long null_offset(TABLE *t, Field *f) { return f->null_ptr ? (long)(f->null_ptr - t->record[0]) : -1; }
+
+static bool same_null_bits(TABLE *a, Field *fa, TABLE *b, Field *fb) {
+  if (null_offset(a, fa) != null_offset(b, fb) || fa->null_bit != fb->null_bit) return false;
+  if (fa->type() != MYSQL_TYPE_BIT) return true;
+  Field_bit *x = (Field_bit *)fa, *y = (Field_bit *)fb;
+  return x->bit_len == y->bit_len && x->bit_ofs == y->bit_ofs &&
+         (x->bit_len == 0 || x->bit_ptr - a->record[0] == y->bit_ptr - b->record[0]);
+}
+
+/* Why columns added by this ALTER cannot be added instantly, or nullptr. Instant
+   means no row is rewritten: a row written before reads the new columns as their
+   defaults (row_codec's decode_row reads it as a row of the table cut before the
+   first new column). So the old columns must keep their order, kind and NULL-bit
+   positions, and the new ones must come after them with a default that is a
+   constant of the record image (not an expression, not AUTO_INCREMENT). */
+static const char *instant_add_refusal(TABLE *from, TABLE *to) {
+  uint old_fields = from->s->fields;
+  if (to->s->fields <= old_fields) return "TidesDB adds columns in place only after the last one";
+  /* A table's first VARCHAR or BLOB drops the record's 'delete marker' bit, which
+     moves every NULL bit (see HA_OPTION_PACK_RECORD in sql_table.cc). */
+  if ((from->s->db_create_options ^ to->s->db_create_options) & HA_OPTION_PACK_RECORD)
+    return "the first VARCHAR or BLOB column of a table moves its NULL bits: TidesDB rewrites "
+           "the rows";
+  for (uint i = 0; i < old_fields; i++) {
+    Field *a = from->field[i], *b = to->field[i];
+    if (a->stored_in_db() != b->stored_in_db() || a->real_type() != b->real_type() ||
+        a->pack_length() != b->pack_length() || !same_null_bits(from, a, to, b))
+      return "TidesDB adds columns in place only after the last one, leaving the others as they are";
+  }
+  for (uint i = old_fields; i < to->s->fields; i++) {
+    Field *f = to->field[i];
+    if (!f->stored_in_db() || f->vcol_info)
+      return "TidesDB adds generated columns by copying the table";
+    if (f->flags & AUTO_INCREMENT_FLAG)
+      return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
+    if (f->default_value || f->unireg_check != Field::NONE)
+      return "TidesDB adds a column whose default is an expression by copying the table";
+  }
+  return nullptr;
+}
 
 static bool key_has_virtual_part(const KEY *key) {
   for (uint p = 0; p < key->user_defined_key_parts; p++)
@@ -75,10 +130,17 @@ static bool engine_options_differ(const TABLE_SHARE *from, const TABLE_SHARE *to
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
-  if (flags & ~(METADATA_ONLY | ADD_INDEX | ALTER_CHANGE_CREATE_OPTION)) {
+  if (flags & ~(METADATA_ONLY | ADD_INDEX | ADD_COLUMN_LAST | ALTER_CHANGE_CREATE_OPTION)) {
     ha_alter_info->unsupported_reason =
-        "TidesDB changes in place only indexes (not primary keys) and metadata";
+        "TidesDB changes in place only indexes (not primary keys), metadata and columns "
+        "added last";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  if (flags & ADD_COLUMN_LAST) {
+    if (const char *why = instant_add_refusal(table, altered_table)) {
+      ha_alter_info->unsupported_reason = why;
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
   }
   /* A changed table option other than the comment may need the rows rewritten
      (or the catalog's AUTO_INCREMENT option updated): copy. */

@@ -85,25 +85,71 @@ void encode_row(TABLE *table, const uchar *rec, std::string *out, Row_externals 
   out->resize((size_t)(p - start));
 }
 
+/* Marks in mask (null_bytes long) the null-byte bits of field f of table: its
+   NULL bit and, for BIT(n), the n % 8 high bits kept among the null bits. */
+static void mark_null_bits(TABLE *table, Field *f, uchar *mask) {
+  const uchar *base = table->record[0];
+  if (f->null_ptr) mask[f->null_ptr - base] |= f->null_bit;
+  if (f->type() == MYSQL_TYPE_BIT) {
+    Field_bit *b = (Field_bit *)f;
+    for (uint i = 0; i < b->bit_len; i++) {
+      uint bit = b->bit_ofs + i;
+      mask[(b->bit_ptr - base) + bit / 8] |= (uchar)(1 << (bit % 8));
+    }
+  }
+}
+
+/* A row written before an instant ADD COLUMN (see inplace_alter.cc) holds the
+   first `stored` stored columns, and null bytes as long as its table had then.
+   The columns added since come last in the field list, and the columns before
+   them kept their null-bit positions, so that table is the current one cut
+   before its (stored + 1)-th stored column. mask receives the bits of the
+   row's null bytes that belong to the row (the others come from the defaults);
+   returns the row's null-byte count. */
+static size_t prefix_null_bytes(TABLE *table, uint stored, std::vector<uchar> *mask) {
+  mask->assign(table->s->null_bytes, 0);
+  /* The 'delete marker' bit of tables without HA_OPTION_PACK_RECORD. */
+  if (table->s->null_bytes && !(table->s->db_create_options & HA_OPTION_PACK_RECORD))
+    (*mask)[0] |= 1;
+  uint seen = 0;
+  for (Field **fp = table->field; *fp; fp++) {
+    if ((*fp)->stored_in_db() && ++seen > stored) break;
+    mark_null_bits(table, *fp, mask->data());
+  }
+  size_t n = mask->size();
+  while (n > 0 && (*mask)[n - 1] == 0) n--;
+  return n;
+}
+
 bool decode_row(TABLE *table, const std::string &value, uchar *buf, External_reader *reader,
                 std::vector<int64_t> *external_len) {
   const uchar *p = (const uchar *)value.data();
   const uchar *end = p + value.size();
-  size_t header = 3 + table->s->null_bytes;
   if (external_len) external_len->assign(table->s->fields, NOT_EXTERNAL);
-  if (value.size() < header || (p[0] != ROW_FORMAT_V1 && p[0] != ROW_FORMAT_V2)) return false;
+  if (value.size() < 3 || (p[0] != ROW_FORMAT_V1 && p[0] != ROW_FORMAT_V2)) return false;
   bool v2 = p[0] == ROW_FORMAT_V2;
   uint stored = uint2korr(p + 1);
+  if (stored > table->s->stored_fields) return false;
+  bool older_row = stored < table->s->stored_fields; /* before an instant ADD COLUMN */
+  std::vector<uchar> mask;
+  size_t null_bytes = older_row ? prefix_null_bytes(table, stored, &mask) : table->s->null_bytes;
+  if (value.size() < 3 + null_bytes) return false;
   p += 3;
   /* Columns that are NULL (and bytes no column writes) get the table's default
      image, as in InnoDB: the server compares whole records to tell whether an
-     UPDATE changed a row, so nothing may linger from the previous row read. */
+     UPDATE changed a row, so nothing may linger from the previous row read.
+     Columns added since an older row was written read as their defaults. */
   memcpy(buf, table->s->default_values, table->s->reclength);
-  memcpy(buf, p, table->s->null_bytes);
-  p += table->s->null_bytes;
+  if (older_row) {
+    for (size_t i = 0; i < null_bytes; i++)
+      buf[i] = (uchar)((p[i] & mask[i]) | (buf[i] & ~mask[i]));
+  } else {
+    memcpy(buf, p, null_bytes);
+  }
+  p += null_bytes;
   my_ptrdiff_t diff = buf - table->record[0];
   uint seen = 0;
-  for (Field **fp = table->field; *fp; fp++) {
+  for (Field **fp = table->field; *fp && seen < stored; fp++) {
     Field *f = *fp;
     if (!f->stored_in_db()) continue;
     seen++;

@@ -23,7 +23,13 @@
     reads it, and an UPDATE that does not change it never rewrites it: like
     InnoDB's off-page columns.
 
-  A row always carries every stored column: the handler never sets
+  A row written before an instant ADD COLUMN (inplace_alter.cc) has a smaller N
+  and the null bytes its table had then: it is decoded as a row of the current
+  table cut before its (N + 1)-th stored column (the added columns come last and
+  the others kept their NULL-bit positions); the added columns read as their
+  defaults. It keeps that form until it is next written.
+
+  A row always carries every stored column of its table version: the handler never sets
   HA_PARTIAL_COLUMN_READ, so UPDATE may rewrite whole rows.
 */
 #ifndef TIDESDB_ROW_CODEC_H
