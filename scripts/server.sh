@@ -60,8 +60,11 @@ start() {
   [ -f "$PLUGIN_SO" ] || { echo "server: build the plugin first (make plugin)" >&2; exit 1; }
   write_config
   if [ ! -d "$DATA/mysql" ]; then
-    # System tables are InnoDB/Aria: bootstrap without our plugin.
-    mariadb-install-db --no-defaults --datadir="$DATA" --user="$(id -un)" \
+    # System tables are InnoDB/Aria: bootstrap without our plugin. Its own tmpdir:
+    # bootstraps running at the same time in a shared /tmp failed now and then
+    # ("Could not remove temporary table '/tmp/#sql-temptable-...'").
+    mkdir -p "$VAR/tmp"
+    mariadb-install-db --no-defaults --datadir="$DATA" --user="$(id -un)" --tmpdir="$VAR/tmp" \
       --auth-root-authentication-method=normal --skip-test-db > "$VAR/log/install.log" 2>&1 \
       || { echo "server: mariadb-install-db failed, see $VAR/log/install.log" >&2; exit 1; }
   fi
