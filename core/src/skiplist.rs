@@ -79,6 +79,9 @@ struct Node {
     /// one it is a prefix of); if equal, the user keys decide.
     head: u64,
     seq: u64,
+    /// The node before this one at level 0 (the head for the first), kept by
+    /// the writer for `insert_before`; null until linked. Readers do not use it.
+    prev0: AtomicPtr<Node>,
     value: *const u8,
     value_len: usize,
     key_len: u32,
@@ -291,6 +294,22 @@ impl Drop for Arena {
     }
 }
 
+impl Writer {
+    /// Geometric with p = 1/4.
+    fn random_height(&mut self) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let mut r = self.rng;
+        let mut h = 1;
+        while h < MAX_HEIGHT && r & 3 == 0 {
+            h += 1;
+            r >>= 2;
+        }
+        h
+    }
+}
+
 /// The writer's state: the arena, the splice of the last insert and the
 /// random height generator.
 struct Writer {
@@ -386,6 +405,7 @@ impl SkipList {
             node.write(Node {
                 head: head_of(user),
                 seq,
+                prev0: AtomicPtr::new(ptr::null_mut()),
                 value: value_ptr,
                 value_len,
                 key_len: user.len() as u32,
@@ -424,25 +444,126 @@ impl SkipList {
         }
     }
 
-    /// Inserts an entry. An entry of the same (user key, sequence) already in
-    /// the list is shadowed: the new one sorts right before it.
-    pub(crate) fn insert(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
+    /// Inserts an entry and returns it. An entry of the same (user key,
+    /// sequence) already in the list is shadowed: the new one sorts right
+    /// before it.
+    pub(crate) fn insert(
+        &self,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: ValueIn<'_>,
+    ) -> EntryRef<'_> {
         let mut w = self.writer.lock();
-        let w = &mut *w;
-        let k = Probe::new(user, seq);
-        let height = {
-            // Geometric with p = 1/4.
-            w.rng ^= w.rng << 13;
-            w.rng ^= w.rng >> 7;
-            w.rng ^= w.rng << 17;
-            let mut r = w.rng;
-            let mut h = 1;
-            while h < MAX_HEIGHT && r & 3 == 0 {
-                h += 1;
-                r >>= 2;
+        let height = w.random_height();
+        self.insert_locked(&mut w, height, user, seq, kind, value)
+    }
+
+    /// `insert` of an entry that sorts right before `newest`, an entry of
+    /// this list that has the same user key and a sequence <= `seq` (the
+    /// newest version of the key, found by the memtable's point index). Most
+    /// nodes are one or two levels tall, and their neighbours are found from
+    /// `newest` through the level-0 back links instead of by a search from
+    /// the top, whose node visits are cache misses in a large memtable.
+    pub(crate) fn insert_before<'a>(
+        &'a self,
+        newest: EntryRef<'a>,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: ValueIn<'_>,
+    ) -> EntryRef<'a> {
+        let mut w = self.writer.lock();
+        let height = w.random_height();
+        let n = newest.node as *const Node as *mut Node;
+        if let Some(preds) = self.preds_before(n, height) {
+            if newest.user() == user && newest.seq() <= seq {
+                return self.link_before(&mut w, n, preds, height, user, seq, kind, value);
             }
-            h
-        };
+        }
+        self.insert_locked(&mut w, height, user, seq, kind, value)
+    }
+
+    /// The predecessors at levels 0 and 1 of a node inserted right before
+    /// `n`: the level-0 back link, then back links until a node of two or more
+    /// levels. `None` if the node is taller or the walk is long (search instead).
+    fn preds_before(&self, n: *mut Node, height: usize) -> Option<[*mut Node; 2]> {
+        if height > 2 {
+            return None;
+        }
+        // SAFETY: `n` is a linked node of this list (caller), so its back
+        // link is set; nodes live as long as the list.
+        let p0 = unsafe { (*n).prev0.load(Ordering::Relaxed) };
+        let p0_node = self.node(p0)?;
+        if p0_node.next(0) != n {
+            return None;
+        }
+        let mut p1 = p0;
+        if height == 2 {
+            let mut steps = 0;
+            // SAFETY: back links point at live nodes (the head has none but
+            // is two or more levels tall, so the walk stops there).
+            while unsafe { (*p1).height } < 2 {
+                steps += 1;
+                if steps > 16 {
+                    return None;
+                }
+                p1 = unsafe { (*p1).prev0.load(Ordering::Relaxed) };
+                self.node(p1)?;
+            }
+        }
+        Some([p0, p1])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn link_before<'a>(
+        &'a self,
+        w: &mut Writer,
+        n: *mut Node,
+        preds: [*mut Node; 2],
+        height: usize,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: ValueIn<'_>,
+    ) -> EntryRef<'a> {
+        if height > self.height.load(Ordering::Relaxed) {
+            self.height.store(height, Ordering::Release);
+        }
+        let node = Self::new_node(&mut w.arena, height, user, seq, kind, value);
+        // SAFETY: `node` is ours until linked; `preds[level]` is a live node
+        // whose tower reaches `level` and which precedes `n` with no node of
+        // `level` or more levels between them (see `preds_before`).
+        unsafe {
+            for (level, &p) in preds.iter().enumerate().take(height) {
+                (*node)
+                    .next_slot(level)
+                    .store((*p).next(level), Ordering::Relaxed);
+            }
+            (*node).prev0.store(preds[0], Ordering::Relaxed);
+            for (level, &p) in preds.iter().enumerate().take(height) {
+                (*p).next_slot(level).store(node, Ordering::Release);
+            }
+            (*n).prev0.store(node, Ordering::Relaxed);
+        }
+        // The splice may no longer bracket its key: `insert_locked` checks
+        // adjacency before it trusts a level, which catches that.
+        // SAFETY: `node` is linked and lives as long as the list.
+        EntryRef {
+            node: unsafe { &*node },
+        }
+    }
+
+    fn insert_locked(
+        &self,
+        w: &mut Writer,
+        height: usize,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: ValueIn<'_>,
+    ) -> EntryRef<'_> {
+        let k = Probe::new(user, seq);
         let list_height = self.height.load(Ordering::Relaxed);
         let max_height = list_height.max(height);
         if height > list_height {
@@ -487,6 +608,14 @@ impl SkipList {
             }
         }
         let node = Self::new_node(&mut w.arena, height, user, seq, kind, value);
+        // SAFETY: `node` is ours until linked; `prev[0]` and `next[0]` are
+        // its neighbours at level 0 (`next[0]` null at the end).
+        unsafe {
+            (*node).prev0.store(w.prev[0], Ordering::Relaxed);
+            if let Some(next) = w.next[0].as_ref() {
+                next.prev0.store(node, Ordering::Relaxed);
+            }
+        }
         for level in 0..height {
             // SAFETY: `node` is ours until linked; `prev[level]` is a live
             // node whose tower reaches `level` (it was found at that level).
@@ -499,6 +628,10 @@ impl SkipList {
                     .store(node, Ordering::Release);
             }
             w.prev[level] = node;
+        }
+        // SAFETY: `node` is linked and lives as long as the list.
+        EntryRef {
+            node: unsafe { &*node },
         }
     }
 
@@ -535,6 +668,9 @@ impl SkipList {
                     p.next_slot(level).store(t.next(level), Ordering::Release);
                 }
             }
+        }
+        if let Some(next) = self.node(t.next(0)) {
+            next.prev0.store(preds[0], Ordering::Relaxed);
         }
         Some(t.value_len)
     }
@@ -630,6 +766,17 @@ unsafe impl Sync for RawEntry {}
 impl RawEntry {
     pub(crate) fn of(e: EntryRef<'_>) -> RawEntry {
         RawEntry(e.node)
+    }
+
+    /// The node's address (to keep in an atomic pointer).
+    pub(crate) fn as_ptr(self) -> *mut () {
+        self.0 as *mut ()
+    }
+
+    /// # Safety
+    /// `p` came from [`RawEntry::as_ptr`].
+    pub(crate) unsafe fn from_ptr(p: *mut ()) -> RawEntry {
+        RawEntry(p as *const Node)
     }
 
     /// # Safety
