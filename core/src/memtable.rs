@@ -302,12 +302,16 @@ impl Memtable {
 
     fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {
         let value_len = value.bytes().len();
+        // A key the filter rules out is new to this memtable (no false
+        // negatives): the point index has nothing to do for it.
+        let mut new_key = false;
         if let Some(f) = &self.filter {
+            new_key = !f.may_contain(user);
             f.add(user, &self.map);
         }
         self.size
             .fetch_add(user.len() + value_len + 64, Ordering::Relaxed);
-        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        let max_seq_before = self.max_seq.fetch_max(seq, Ordering::Relaxed);
         self.min_seq.fetch_min(seq, Ordering::Relaxed);
         let entries = self.entries.fetch_add(1, Ordering::Relaxed) + 1;
         let Some(ix) = self.point_index.get() else {
@@ -317,6 +321,10 @@ impl Memtable {
             }
             return;
         };
+        if new_key {
+            self.map.insert(user, seq, kind, value);
+            return;
+        }
         let hash = key_hash(user);
         match ix.find(&self.map, user, hash) {
             // A new version of a key (the usual case): it goes right before
@@ -331,9 +339,14 @@ impl Memtable {
             Some(_) => {
                 self.map.insert(user, seq, kind, value);
             }
+            // A key's second version (its first went in without a slot), or
+            // a key from before the index: indexed from now on if this entry
+            // is its newest, which it is if no entry has a higher sequence.
             None => {
                 let e = self.map.insert(user, seq, kind, value);
-                ix.add(hash, e);
+                if seq >= max_seq_before {
+                    ix.add(hash, e);
+                }
             }
         }
     }
@@ -383,8 +396,12 @@ impl Memtable {
         if self.filter.as_ref().is_some_and(|f| !f.may_contain(user)) {
             return None;
         }
-        if let Some(ix) = self.point_index.get() {
-            let (_, mut e) = ix.find(&self.map, user, key_hash(user))?;
+        // Keys with one version (or none) in the memtable have no slot: search.
+        if let Some((_, mut e)) = self
+            .point_index
+            .get()
+            .and_then(|ix| ix.find(&self.map, user, key_hash(user)))
+        {
             for _ in 0..POINT_INDEX_MAX_STEPS {
                 if e.seq() <= snap {
                     return Some(e);
