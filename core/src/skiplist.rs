@@ -724,6 +724,45 @@ impl SkipList {
         self.node(self.head().next(0)).map(|node| EntryRef { node })
     }
 
+    /// Estimated number of entries in `[lo, hi)` (`hi` None: to the end).
+    /// Descends from the top; at each level counts the nodes of that level in
+    /// the range (at most `RANGE_SAMPLE_MAX` steps), and at the first level
+    /// with at least `RANGE_SAMPLE_MIN` of them (or level 0, exact) returns
+    /// the count times 4^level: towers are geometric with p = 1/4, so a level
+    /// samples about one entry in 4^level. A few dozen node visits however
+    /// wide the range.
+    pub(crate) fn estimate_range(&self, lo: &Probe<'_>, hi: Option<&Probe<'_>>) -> u64 {
+        const RANGE_SAMPLE_MIN: u64 = 16;
+        const RANGE_SAMPLE_MAX: u64 = 256;
+        let before_hi = |n: *mut Node| match (self.node(n), hi) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(node), Some(h)) => node.cmp_key(h.head, h.user, h.seq) == CmpOrdering::Less,
+        };
+        let mut x = self.head;
+        let mut level = self.height.load(Ordering::Acquire) - 1;
+        loop {
+            // SAFETY: `x` is the head or a linked node whose tower reaches
+            // `level` (it was reached at a level >= `level`).
+            let mut n = unsafe { (*x).next(level) };
+            while !self.at_or_after(n, lo) {
+                x = n;
+                // SAFETY: as above; `n` was reached at `level`.
+                n = unsafe { (*x).next(level) };
+            }
+            let mut count = 0u64;
+            while count < RANGE_SAMPLE_MAX && before_hi(n) {
+                count += 1;
+                // SAFETY: `n` is a linked node reached at `level`.
+                n = unsafe { (*n).next(level) };
+            }
+            if count >= RANGE_SAMPLE_MIN || level == 0 {
+                return count.saturating_mul(1u64 << (2 * level as u32));
+            }
+            level -= 1;
+        }
+    }
+
     pub(crate) fn last(&self) -> Option<EntryRef<'_>> {
         self.entry_at(self.descend(|_| true))
     }
