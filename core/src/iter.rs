@@ -39,14 +39,18 @@ pub(crate) struct Resolved {
 /// One source seen through a snapshot: `cur` is the newest version with
 /// seq <= snap of the current user key of this source.
 ///
-/// Forward mode: the inner iterator sits on `cur`'s entry. Backward mode: the
-/// inner iterator sits on the oldest entry of the next (smaller) user key.
+/// Forward mode: the inner iterator sits on `cur`'s entry, so only the key is
+/// copied (`fwd_next` compares with it while it steps) and the value is read
+/// from the inner iterator. Backward mode: the inner iterator sits on the
+/// oldest entry of the next (smaller) user key, so the value is copied too.
 /// `buf` is reused for every entry (no allocation per step).
 pub(crate) struct Source {
     it: Box<dyn InternalIterator>,
     pub snap: u64,
     has: bool,
     buf: Resolved,
+    /// `buf.value` holds the current value (backward mode).
+    value_in_buf: bool,
     scratch: Vec<u8>,
 }
 
@@ -62,19 +66,38 @@ impl Source {
                 kind: Kind::Delete,
                 value: Vec::new(),
             },
+            value_in_buf: false,
             scratch: Vec::new(),
         }
     }
+    /// The current entry's key, sequence and kind (`value` is not kept
+    /// there in forward mode: use [`Source::value`]).
     fn cur(&self) -> Option<&Resolved> {
         self.has.then_some(&self.buf)
     }
-    fn capture(&mut self) {
+    /// The current entry's value.
+    fn value(&self) -> &[u8] {
+        if self.value_in_buf {
+            &self.buf.value
+        } else {
+            self.it.value()
+        }
+    }
+    /// Records the entry the inner iterator is on as the current one; the
+    /// value is copied only when the iterator will move off it (backward).
+    fn capture_at(&mut self, copy_value: bool) {
         self.buf.user.clear();
         self.buf.user.extend_from_slice(self.it.user_key());
         self.buf.seq = self.it.seq();
         self.buf.kind = self.it.kind();
-        self.buf.value.clear();
-        self.buf.value.extend_from_slice(self.it.value());
+        self.value_in_buf = copy_value;
+        if copy_value {
+            self.buf.value.clear();
+            self.buf.value.extend_from_slice(self.it.value());
+        }
+    }
+    fn capture(&mut self) {
+        self.capture_at(true);
     }
     fn fwd_settle(&mut self) {
         let mut steps = 0;
@@ -93,7 +116,7 @@ impl Source {
         }
         self.has = self.it.valid();
         if self.has {
-            self.capture();
+            self.capture_at(false);
         }
     }
     fn fwd_seek(&mut self, target: &[u8]) {
@@ -278,7 +301,11 @@ impl MergeIter {
 
     /// Makes source `i`'s current entry the iterator's current entry.
     fn set_current(&mut self, i: usize) -> bool {
-        let Some(r) = self.sources.get(i).and_then(|s| s.cur()) else {
+        let Some((r, value)) = self
+            .sources
+            .get(i)
+            .and_then(|s| s.cur().map(|r| (r, s.value())))
+        else {
             self.valid = false;
             return false;
         };
@@ -287,7 +314,7 @@ impl MergeIter {
         self.kind = r.kind;
         if r.kind == Kind::ValuePtr && !self.keep_deletes {
             let res = match &self.resolver {
-                Some(f) => f(&r.value),
+                Some(f) => f(value),
                 None => Err(crate::Error::corruption(
                     "",
                     0,
@@ -305,7 +332,7 @@ impl MergeIter {
         } else {
             self.resolved = None;
             self.value.clear();
-            self.value.extend_from_slice(&r.value);
+            self.value.extend_from_slice(value);
         }
         self.valid = true;
         true
