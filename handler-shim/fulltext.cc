@@ -45,6 +45,10 @@ static int ft_fold_of(CHARSET_INFO *cs) {
   return fold;
 }
 
+/* InnoDB's FTS compares words with the column's collation, so under one that
+   sorts by code point (utf8mb4_bin, binary) 'Hello' and 'hello' are two words. */
+static bool ft_case_sensitive(CHARSET_INFO *cs) { return cs->state & MY_CS_BINSORT; }
+
 /* FOLD_ACCENTS: replaces each character of the UTF-8 text by its utf8mb4_general_ci weight
    (a code point: the upper-case letter without accents, 'é' -> 'E'); the engine
    lower-cases the words afterwards. One character for one, so word boundaries
@@ -100,7 +104,8 @@ void tidesdb::ft_document(TABLE *table, const KEY *key, const uchar *rec, std::s
     utf8.copy(v->ptr(), v->length(), v->charset(), &my_charset_utf8mb4_bin, &errors);
     fold_accents(&utf8, ft_fold_of(f->charset()));
     uchar len[4];
-    int4store(len, (uint32)utf8.length());
+    int4store(len, (uint32)utf8.length() |
+                       (ft_case_sensitive(f->charset()) ? TDB_FT_DOC_CASE_SENSITIVE : 0));
     out->append((const char *)len, 4);
     out->append(utf8.ptr(), utf8.length());
   }
@@ -196,10 +201,13 @@ FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   utf8.copy(key->ptr(), key->length(), key->charset(), &my_charset_utf8mb4_bin, &errors);
   /* Query words fold as the documents' (the index's first column decides). */
   const KEY *ft_key = &table->key_info[inx];
-  fold_accents(&utf8, ft_fold_of(table->field[ft_key->key_part[0].fieldnr - 1]->charset()));
+  CHARSET_INFO *cs = table->field[ft_key->key_part[0].fieldnr - 1]->charset();
+  fold_accents(&utf8, ft_fold_of(cs));
+  uint32_t search_flags = (flags & (FT_BOOL | FT_SORTED | FT_EXPAND)) |
+                          (ft_case_sensitive(cs) ? TDB_FT_CASE_SENSITIVE : 0);
   tdb_ft_result *res = nullptr;
   int st = tdb_ft_search(trx(), m_tbl, engine_index(inx), (const uint8_t *)utf8.ptr(),
-                         utf8.length(), flags & (FT_BOOL | FT_SORTED | FT_EXPAND), &res);
+                         utf8.length(), search_flags, &res);
   if (st) {
     my_error(ER_GET_ERRNO, MYF(0), fail(st), "TidesDB");
     return NULL;

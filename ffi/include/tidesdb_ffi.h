@@ -391,7 +391,12 @@ uint64_t tdb_ft_document_terms(const uint8_t *doc, size_t len);
 typedef struct tdb_ft_result tdb_ft_result;
 /* Evaluates a query (UTF-8) on FULLTEXT index `index` in the transaction's view.
    flags: 1 = boolean mode, 2 = sorted by relevance (else by primary key), 4 = WITH
-   QUERY EXPANSION (natural language mode only). */
+   QUERY EXPANSION (natural language mode only), TDB_FT_CASE_SENSITIVE = the index's
+   words keep their case (its documents set TDB_FT_DOC_CASE_SENSITIVE). */
+#define TDB_FT_CASE_SENSITIVE 0x100u
+/* Top bit of a document column's length: the column's words keep their case (its
+   collation sorts by code point, as a _bin one). */
+#define TDB_FT_DOC_CASE_SENSITIVE 0x80000000u
 int tdb_ft_search(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *query,
                   size_t len, uint32_t flags, tdb_ft_result **out);
 /* The next matching row's primary key (valid while the result lives) and relevance;

@@ -3,7 +3,7 @@
 //! ## Format (one column family per FULLTEXT index, `t<id>.i<n>`)
 //!
 //! ```text
-//! key   = word (UTF-8, case-folded) ++ 0x00 ++ primary key encoding
+//! key   = word (UTF-8, case-folded unless case-sensitive) ++ 0x00 ++ primary key encoding
 //! value = varint tf ++ tf × varint position delta (first delta from 0)
 //! ```
 //!
@@ -17,7 +17,11 @@
 //! 3) or longer than 84 characters, and InnoDB's default stopwords, are not indexed.
 //!
 //! The document of a row (what the shim passes in an `TDB_OP_FT_*` op) is the
-//! index's non-NULL columns converted to UTF-8, each as `u32 LE length ++ bytes`.
+//! index's non-NULL columns converted to UTF-8, each as `u32 LE length ++ bytes`;
+//! the length's top bit (`DOC_CASE_SENSITIVE`) says the column's collation sorts
+//! by code point (`_bin`, binary): its words keep their case, as InnoDB's FTS
+//! compares them with that collation; queries on such an index pass
+//! `FT_CASE_SENSITIVE`.
 //!
 //! There are no per-index counter keys: every writer would update them and so
 //! conflict with every other. The document count comes from the rows column
@@ -68,7 +72,7 @@ pub struct Word {
 
 /// Splits `text` into words starting at position `start`; returns every word
 /// (indexable or not, see [`indexable`]) and the next position.
-pub fn words(text: &str, start: u32) -> (Vec<Word>, u32) {
+pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
     let mut out = Vec::new();
     let mut pos = start;
     let mut cur = String::new();
@@ -83,7 +87,11 @@ pub fn words(text: &str, start: u32) -> (Vec<Word>, u32) {
     };
     for c in text.chars() {
         if is_word_char(c) {
-            cur.extend(c.to_lowercase());
+            if fold_case {
+                cur.extend(c.to_lowercase());
+            } else {
+                cur.push(c);
+            }
         } else {
             flush(&mut cur, &mut pos);
         }
@@ -107,13 +115,15 @@ pub fn document_terms(doc: &[u8]) -> FfiResult<BTreeMap<String, Vec<u32>>> {
         let (len, tail) = rest
             .split_first_chunk::<4>()
             .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
-        let len = u32::from_le_bytes(*len) as usize;
+        let len = u32::from_le_bytes(*len);
+        let fold_case = len & DOC_CASE_SENSITIVE == 0;
+        let len = (len & !DOC_CASE_SENSITIVE) as usize;
         let text = tail
             .get(..len)
             .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
         rest = &tail[len..];
         let text = String::from_utf8_lossy(text);
-        let (ws, next) = words(&text, pos);
+        let (ws, next) = words(&text, pos, fold_case);
         pos = next;
         for w in ws {
             if indexable(&w.text) {
@@ -218,9 +228,9 @@ struct Clause {
 }
 
 /// Natural language mode: every indexable word of the query, each optional.
-fn parse_natural(q: &str) -> Vec<Clause> {
+fn parse_natural(q: &str, fold_case: bool) -> Vec<Clause> {
     let mut seen = HashSet::new();
-    words(q, 0)
+    words(q, 0, fold_case)
         .0
         .into_iter()
         .filter(|w| indexable(&w.text) && seen.insert(w.text.clone()))
@@ -234,13 +244,13 @@ fn parse_natural(q: &str) -> Vec<Clause> {
 /// Boolean mode: `+word` required, `-word` excluded, plain words optional,
 /// `word*` prefix, `"a phrase"`, `( ... )` groups. `>`, `<` and `~` are accepted and
 /// make the term optional (their weight changes are not applied).
-fn parse_boolean(q: &str) -> Vec<Clause> {
+fn parse_boolean(q: &str, fold_case: bool) -> Vec<Clause> {
     let chars: Vec<char> = q.chars().collect();
     let mut i = 0;
-    parse_group(&chars, &mut i, 0)
+    parse_group(&chars, &mut i, 0, fold_case)
 }
 
-fn parse_group(c: &[char], i: &mut usize, depth: usize) -> Vec<Clause> {
+fn parse_group(c: &[char], i: &mut usize, depth: usize, fold_case: bool) -> Vec<Clause> {
     let mut out = Vec::new();
     let mut occur = Occur::Should;
     while *i < c.len() {
@@ -259,7 +269,7 @@ fn parse_group(c: &[char], i: &mut usize, depth: usize) -> Vec<Clause> {
             }
             '(' => {
                 *i += 1;
-                let g = parse_group(c, i, depth + 1);
+                let g = parse_group(c, i, depth + 1, fold_case);
                 if !g.is_empty() {
                     out.push(Clause {
                         occur,
@@ -282,7 +292,7 @@ fn parse_group(c: &[char], i: &mut usize, depth: usize) -> Vec<Clause> {
                 }
                 let text: String = c[start..*i].iter().collect();
                 *i += 1;
-                let ws = words(&text, 0).0;
+                let ws = words(&text, 0, fold_case).0;
                 let phrase: Vec<(String, u32)> = ws
                     .into_iter()
                     .filter(|w| indexable(&w.text))
@@ -303,7 +313,11 @@ fn parse_group(c: &[char], i: &mut usize, depth: usize) -> Vec<Clause> {
                     *i += 1;
                 }
                 let raw: String = c[start..*i].iter().collect();
-                let word: String = raw.chars().flat_map(char::to_lowercase).collect();
+                let word: String = if fold_case {
+                    raw.chars().flat_map(char::to_lowercase).collect()
+                } else {
+                    raw
+                };
                 let prefix = *i < c.len() && c[*i] == '*';
                 if prefix {
                     *i += 1;
@@ -521,6 +535,10 @@ impl Searcher<'_> {
 const FT_BOOL: u32 = 1;
 const FT_SORTED: u32 = 2;
 const FT_EXPAND: u32 = 4;
+/// The index's words keep their case (see Format).
+const FT_CASE_SENSITIVE: u32 = 0x100;
+/// Top bit of a document column's length: its words keep their case.
+const DOC_CASE_SENSITIVE: u32 = 1 << 31;
 /// Rows of the first pass whose words WITH QUERY EXPANSION adds to the query
 /// (MariaDB's ft_query_expansion_limit default).
 const EXPANSION_ROWS: usize = 20;
@@ -543,10 +561,11 @@ pub fn search(
     let cf = table.shared.cf(index)?;
     let rows_cf = table.shared.cf(0)?;
     let docs = engine()?.db.cf_stats(&rows_cf).approx_keys as f64;
+    let fold_case = flags & FT_CASE_SENSITIVE == 0;
     let clauses = if flags & FT_BOOL != 0 {
-        parse_boolean(query)
+        parse_boolean(query, fold_case)
     } else {
-        parse_natural(query)
+        parse_natural(query, fold_case)
     };
     let mut s = Searcher {
         txn: trx.txn()?,
@@ -727,7 +746,10 @@ mod tests {
 
     #[test]
     fn boolean_syntax() {
-        let q = parse_boolean(r#"+apple -Pie juic* "the red  Fruit" (+x_y ~tree) >zz"#);
+        let q = parse_boolean(
+            r#"+apple -Pie juic* "the red  Fruit" (+x_y ~tree) >zz"#,
+            true,
+        );
         let occ: Vec<Occur> = q.iter().map(|c| c.occur).collect();
         assert_eq!(
             occ,
@@ -752,6 +774,27 @@ mod tests {
             other => panic!("not a group: {other:?}"),
         }
         // Short words and stopwords are dropped; "zz" too.
-        assert_eq!(parse_natural("the cat, THE Cat and a dog").len(), 3);
+        assert_eq!(parse_natural("the cat, THE Cat and a dog", true).len(), 3);
+        // Case-sensitive (a `_bin` column): "Cat" and "cat" are two words, and
+        // "THE" is no stopword.
+        assert_eq!(parse_natural("the cat, THE Cat and a dog", false).len(), 5);
+        let q = parse_boolean(r#"+Apple "Red Fruit""#, false);
+        assert_eq!(q[0].term, Term::Word("Apple".into()));
+        assert_eq!(
+            q[1].term,
+            Term::Phrase(vec![("Red".into(), 0), ("Fruit".into(), 1)])
+        );
+    }
+
+    #[test]
+    fn case_sensitive_document_columns_keep_case() {
+        let mut d = doc(&["Hello hello HELLO", "Hello"]);
+        // The second column's length carries the case-sensitive bit.
+        let at = 4 + "Hello hello HELLO".len();
+        d[at + 3] |= 0x80;
+        let t = document_terms(&d).expect("terms");
+        assert_eq!(t["hello"], vec![0, 1, 2]);
+        assert_eq!(t["Hello"], vec![3]);
+        assert_eq!(t.len(), 2);
     }
 }
