@@ -1194,6 +1194,8 @@ def main():
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
     ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib", help="comma-separated subset of lv,ins,sb,gis,fts,iib")
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
+    ap.add_argument("--plugin", help="the ha_tidesdb.so to benchmark (default target/plugin/ha_tidesdb.so), "
+                                     "e.g. an older build for a before/after pair")
     ap.add_argument("--render-only", action="store_true",
                     help="no benchmark: redo charts, BENCHMARKS.md (and with --docs docs/) from an earlier results.json")
     a = ap.parse_args()
@@ -1210,7 +1212,7 @@ def main():
     run = a.run or a.profile
     run_dir = os.path.join(ROOT, "target", "bench", run)
     var = os.path.join(run_dir, "var")
-    plugin_src = os.path.join(ROOT, "target", "plugin", "ha_tidesdb.so")
+    plugin_src = a.plugin or os.path.join(ROOT, "target", "plugin", "ha_tidesdb.so")
     if not os.path.exists(plugin_src):
         sys.exit("build the plugin first: make plugin")
     srv = Server(var, a.port)
