@@ -202,10 +202,13 @@ DIRECT_VARS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
                    "('innodb_flush_method','rocksdb_use_direct_reads','tidesdb_use_direct_reads')")
 
 
-def lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, qtypes, suffix=""):
+def lv_queries(c, eng, t, P, e, keys, kval, upd_payloads, dist, qtypes, suffix="", upd_last=None):
     """Runs each query type of `qtypes` with keys drawn from `dist`; records under
-    "<qtype>/<dist><suffix>"."""
+    "<qtype>/<dist><suffix>". The UPDATE is a prepared statement, its payload a
+    binary-protocol parameter (as an application sends a BLOB); upd_last gets
+    id -> index into upd_payloads of the last payload written."""
     pick = getattr(keys, dist)
+    upd = c.prepare("UPDATE %s SET payload = ? WHERE id = ?" % t) if "update_payload_by_pk" in qtypes else None
     for qt in qtypes:
         rng = random.Random("%d-%s-%s" % (SEED, dist, qt))
         ui = [0]
@@ -223,8 +226,9 @@ def lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, qtypes, suffix=""):
                 ok = r.err is None and 1 <= len(r.rows) <= 50
             else:
                 ui[0] += 1
-                r = c.query("UPDATE %s SET payload = X'%s' WHERE id = %d" % (t, upd_hex[ui[0] % 4], i))
-                ok = r.err is None
+                r = upd.execute(upd_payloads[ui[0] % 4], i)
+                ok = r.err is None and r.affected in (0, 1)
+                upd_last[i] = ui[0] % 4   # affected 0: the same payload again, unchanged
             if not ok:
                 raise RuntimeError("%s %s id %d: %s" % (LABEL[eng], qt, i, r.show(100)))
 
@@ -246,6 +250,8 @@ def lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, qtypes, suffix=""):
             rec("large_values", eng, key, m, st[m], "ops/s" if m == "qps" else "ms")
         log("lv %s %-22s %-15s %8.1f qps  p50 %7.2f  p95 %7.2f  p99 %7.2f ms" % (
             LABEL[eng], qt, dist + suffix, st["qps"], st["p50_ms"], st["p95_ms"], st["p99_ms"]))
+    if upd is not None:
+        upd.close()
 
 
 def bench_large_values(srv, P, out):
@@ -253,7 +259,7 @@ def bench_large_values(srv, P, out):
     keys = Keys(n, SEED)
     krng = random.Random(SEED + 1)
     kval = {i: krng.randrange(n * 4) for i in range(1, n + 1)}
-    upd_hex = [payload(10 ** 6 + j).hex() for j in range(4)]
+    upd_payloads = [payload(10 ** 6 + j) for j in range(4)]
     datadir = os.path.join(srv.var, "data")
     res = out.setdefault("large_values", {"rows": n, "row_bytes": MiB, "logical_mib": n, "engines": {}})
     for eng in ENGINES:
@@ -265,13 +271,19 @@ def bench_large_values(srv, P, out):
             q(c, "CREATE TABLE %s (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, meta VARCHAR(64) NOT NULL, "
                  "payload LONGBLOB NOT NULL) ENGINE=%s" % (t, eng))
             log("lv %s: loading %d x 1 MiB" % (LABEL[eng], n))
+            # A prepared INSERT, the row's values binary-protocol parameters (the payload
+            # as raw bytes, as an application sends a BLOB): the server does not parse
+            # a 2 MiB hex literal per row, so the time is the engines' and the network's.
+            ins = c.prepare("INSERT INTO %s VALUES (?, ?, ?, ?)" % t)
             spent, wall0 = 0.0, time.perf_counter()
             for i in range(1, n + 1):
-                sql = "INSERT INTO %s VALUES (%d, %d, 'meta-%08d-%s', X'%s')" % (
-                    t, i, kval[i], i, hashlib.md5(str(i).encode()).hexdigest()[:16], payload(i).hex())
+                row = (i, kval[i], "meta-%08d-%s" % (i, hashlib.md5(str(i).encode()).hexdigest()[:16]), payload(i))
                 t0 = time.perf_counter()
-                q(c, sql, "insert id %d" % i)
+                r = ins.execute(*row)
                 spent += time.perf_counter() - t0
+                if r.err is not None:
+                    raise RuntimeError("insert id %d: ERROR %d %s" % (i, r.err, r.errmsg))
+            ins.close()
             e["load_s"] = spent
             e["load_mib_s"] = n / spent
             e["load_rows_s"] = n / spent
@@ -302,8 +314,16 @@ def bench_large_values(srv, P, out):
             kcol = r.cols.index("key") if "key" in r.cols else None
             e["range_plan_key"] = (r.rows[0][kcol] or b"NULL").decode() if kcol is not None else "?"
             e["queries"] = {}
+            upd_last = {}
             for dist in ("zipfian", "uniform"):
-                lv_queries(c, eng, t, P, e, keys, kval, upd_hex, dist, QTYPES)
+                lv_queries(c, eng, t, P, e, keys, kval, upd_payloads, dist, QTYPES, upd_last=upd_last)
+            # the updated payloads read back (a few ids, and one never updated if any)
+            for i in sorted(upd_last)[:3] + [j for j in (1, n) if j not in upd_last][:1]:
+                want = upd_payloads[upd_last[i]] if i in upd_last else payload(i)
+                r = q(c, "SELECT payload FROM %s WHERE id = %d" % (t, i))
+                if not r.rows or r.rows[0][0] != want:
+                    problem("%s: row %d reads back wrong after the updates (%s bytes)" % (
+                        LABEL[eng], i, r.rows and len(r.rows[0][0] or b"")))
             if P.get("lv_direct_pass") and not out.get("direct_io"):
                 # The uniform reads again after a restart with direct reads on every engine:
                 # the engines' caches are empty and the OS page cache no longer serves them.
@@ -313,7 +333,7 @@ def bench_large_values(srv, P, out):
                 srv.start()
                 c = Conn(srv.sock, "bench")
                 e["direct_vars"] = {k.decode(): v.decode() for k, v in q(c, DIRECT_VARS_SQL).rows}
-                lv_queries(c, eng, t, P, e, keys, kval, upd_hex, "uniform", READ_QTYPES, suffix="_direct")
+                lv_queries(c, eng, t, P, e, keys, kval, upd_payloads, "uniform", READ_QTYPES, suffix="_direct")
                 c.close()
                 srv.stop()
                 srv.env["TIDESDB_EXTRA_CNF"] = out["extra_cnf"]
@@ -923,7 +943,8 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("## 1. Large values (%d rows x 1 MiB random payload = %d MiB, cache %s)" % (P["lv_rows"], P["lv_rows"], CACHE))
         A("")
         A("Table `(id INT PRIMARY KEY, k INT, meta VARCHAR(64), payload LONGBLOB)`, one autocommit INSERT per row "
-          "(payload sent as a hex literal; the time counted is the time inside the statements). Then "
+          "(a prepared `INSERT INTO t VALUES (?, ?, ?, ?)`, the values sent in the binary protocol, the payload as "
+          "raw bytes; the time counted is the time inside the statements). Then "
           "`ALTER TABLE ADD INDEX (k)` timed on its own, `ANALYZE TABLE`, then per key distribution (zipfian s=0.99 over "
           "a shuffled hot set, and uniform) %d warm-up operations discarded and %.0f s (at most %d operations) measured "
           "for each query type:" % (P["lv_warm"], P["lv_secs"], P["lv_max_ops"]))
@@ -932,7 +953,8 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("- `meta_by_pk`: `SELECT k, meta FROM t WHERE id = ?`")
         A("- `range_k_limit50`: `SELECT id, k, meta FROM t WHERE k >= ? ORDER BY k LIMIT 50` (plan's key: %s)" % ", ".join(
             "%s `%s`" % (lab, lv.get(lab, {}).get("range_plan_key", "?")) for lab in [LABEL[e] for e in ENGINES]))
-        A("- `update_payload_by_pk`: `UPDATE t SET payload = ? WHERE id = ?` (a new 1 MiB value)")
+        A("- `update_payload_by_pk`: `UPDATE t SET payload = ? WHERE id = ?` (a new 1 MiB value; prepared, "
+          "the payload a binary-protocol parameter)")
         A("")
         A(engine_table([("load (MiB/s = rows/s)", {lab: lv.get(lab, {}).get("load_mib_s") for lab in lv}),
                         ("ALTER TABLE ADD INDEX (s, lower is better)", {lab: lv.get(lab, {}).get("add_index_s") for lab in lv}),
@@ -1172,6 +1194,8 @@ def main():
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
     ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib", help="comma-separated subset of lv,ins,sb,gis,fts,iib")
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
+    ap.add_argument("--plugin", help="the ha_tidesdb.so to benchmark (default target/plugin/ha_tidesdb.so), "
+                                     "e.g. an older build for a before/after pair")
     ap.add_argument("--render-only", action="store_true",
                     help="no benchmark: redo charts, BENCHMARKS.md (and with --docs docs/) from an earlier results.json")
     a = ap.parse_args()
@@ -1188,7 +1212,7 @@ def main():
     run = a.run or a.profile
     run_dir = os.path.join(ROOT, "target", "bench", run)
     var = os.path.join(run_dir, "var")
-    plugin_src = os.path.join(ROOT, "target", "plugin", "ha_tidesdb.so")
+    plugin_src = a.plugin or os.path.join(ROOT, "target", "plugin", "ha_tidesdb.so")
     if not os.path.exists(plugin_src):
         sys.exit("build the plugin first: make plugin")
     srv = Server(var, a.port)

@@ -1,6 +1,7 @@
-"""A minimal MariaDB client (text protocol over the Unix socket) and control of a
-server of our own (scripts/server.sh), shared by scripts/random-diff.py and
-scripts/stress.py. Standard library only."""
+"""A minimal MariaDB client (text protocol, and the binary protocol of prepared
+statements, over the Unix socket) and control of a server of our own
+(scripts/server.sh), shared by scripts/random-diff.py, scripts/stress.py and
+scripts/bench.py. Standard library only."""
 import hashlib
 import os
 import signal
@@ -66,6 +67,81 @@ def fmt_val(v, maxlen=60):
 
 def fmt_row(r, maxlen=60):
     return "(" + ", ".join(fmt_val(v, maxlen) for v in r) + ")"
+
+
+def lenenc_int(n):
+    """The length-encoded integer of n (protocol "int<lenenc>")."""
+    if n < 0xFB:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + struct.pack("<H", n)
+    if n < 1 << 24:
+        return b"\xfd" + n.to_bytes(3, "little")
+    return b"\xfe" + struct.pack("<Q", n)
+
+
+# Column/parameter types of the binary protocol (include/mysql_com.h enum_field_types)
+T_DECIMAL, T_TINY, T_SHORT, T_LONG, T_FLOAT, T_DOUBLE, T_NULL, T_TIMESTAMP = 0, 1, 2, 3, 4, 5, 6, 7
+T_LONGLONG, T_INT24, T_DATE, T_TIME, T_DATETIME, T_YEAR = 8, 9, 10, 11, 12, 13
+T_BLOB, T_VAR_STRING = 252, 253
+UNSIGNED_FLAG = 32
+
+
+def bin_param(v):
+    """(type, unsigned, value bytes) of a Python value bound to a `?`:
+    None -> NULL, int -> LONGLONG, float -> DOUBLE, str -> VAR_STRING (utf-8),
+    bytes -> BLOB; the bytes go to the server as they are (no escaping, no hex)."""
+    if v is None:
+        return T_NULL, 0, b""
+    if isinstance(v, bool):
+        v = int(v)
+    if isinstance(v, int):
+        if v >= 1 << 63:
+            return T_LONGLONG, 0x80, struct.pack("<Q", v)
+        return T_LONGLONG, 0, struct.pack("<q", v)
+    if isinstance(v, float):
+        return T_DOUBLE, 0, struct.pack("<d", v)
+    if isinstance(v, str):
+        v = v.encode("utf-8", "surrogateescape")
+        return T_VAR_STRING, 0, lenenc_int(len(v)) + v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        v = bytes(v)
+        return T_BLOB, 0, lenenc_int(len(v)) + v
+    raise TypeError("cannot bind a %s" % type(v).__name__)
+
+
+def bin_value(buf, p, ctype, flags):
+    """One non-NULL value of a binary-protocol row at p: (text bytes as the text
+    protocol would send them, next position)."""
+    uns = flags & UNSIGNED_FLAG
+    if ctype == T_TINY:
+        return str(buf[p] if uns else struct.unpack_from("<b", buf, p)[0]).encode(), p + 1
+    if ctype in (T_SHORT, T_YEAR):
+        return str(struct.unpack_from("<H" if uns else "<h", buf, p)[0]).encode(), p + 2
+    if ctype in (T_LONG, T_INT24):
+        return str(struct.unpack_from("<I" if uns else "<i", buf, p)[0]).encode(), p + 4
+    if ctype == T_LONGLONG:
+        return str(struct.unpack_from("<Q" if uns else "<q", buf, p)[0]).encode(), p + 8
+    if ctype in (T_FLOAT, T_DOUBLE):
+        v = struct.unpack_from("<f" if ctype == T_FLOAT else "<d", buf, p)[0]
+        t = repr(v)
+        return (t[:-2] if t.endswith(".0") else t).encode(), p + (4 if ctype == T_FLOAT else 8)
+    if ctype in (T_DATE, T_DATETIME, T_TIMESTAMP):
+        n = buf[p]
+        f = buf[p + 1:p + 1 + n] + b"\0" * (11 - n)
+        y, mo, d, h, mi, s, us = struct.unpack("<HBBBBBI", f)
+        out = "%04d-%02d-%02d" % (y, mo, d)
+        if ctype != T_DATE:
+            out += " %02d:%02d:%02d" % (h, mi, s) + (".%06d" % us if us else "")
+        return out.encode(), p + 1 + n
+    if ctype == T_TIME:
+        n = buf[p]
+        f = buf[p + 1:p + 1 + n] + b"\0" * (12 - n)
+        neg, days, h, mi, s, us = struct.unpack("<BIBBBI", f)
+        out = "%s%02d:%02d:%02d" % ("-" if neg else "", days * 24 + h, mi, s) + (".%06d" % us if us else "")
+        return out.encode(), p + 1 + n
+    ln, p = lenenc(buf, p)                    # strings, BLOBs, DECIMAL, BIT, ENUM, SET, GEOMETRY
+    return bytes(buf[p:p + ln]), p + ln
 
 
 def lenenc(buf, pos):
@@ -171,6 +247,93 @@ class Conn:
         self._write_packet(b"\x03" + sql)
         return self._read_result()
 
+    # ---- prepared statements (binary protocol) ----
+    def prepare(self, sql):
+        """COM_STMT_PREPARE: a Stmt, or raises RuntimeError with the server's error."""
+        if isinstance(sql, str):
+            sql = sql.encode("utf-8", "surrogateescape")
+        self.seq = 0
+        self._write_packet(b"\x16" + sql)
+        pkt = self._read_packet()
+        if pkt[0] == 0xFF:
+            raise RuntimeError("prepare: ERROR %d %s" % self._err(pkt))
+        if pkt[0] != 0x00 or len(pkt) < 12:
+            raise ConnLost("unexpected COM_STMT_PREPARE answer %r" % pkt[:20])
+        stmt_id, ncols, nparams = struct.unpack_from("<IHH", pkt, 1)
+        if nparams:                     # parameter definitions + EOF (no CLIENT_DEPRECATE_EOF)
+            for _ in range(nparams):
+                self._read_packet()
+            self._read_packet()
+        if ncols:
+            for _ in range(ncols):
+                self._read_packet()
+            self._read_packet()
+        return Stmt(self, stmt_id, nparams, ncols)
+
+    def _err(self, pkt):
+        code = struct.unpack_from("<H", pkt, 1)[0]
+        msg = pkt[9:] if pkt[3:4] == b"#" else pkt[3:]
+        return code, msg.decode("utf-8", "replace")
+
+    def _coldefs(self, ncols):
+        """Column definitions (protocol 41) + EOF: [(name, type, flags)]."""
+        cols = []
+        for _ in range(ncols):
+            cd = self._read_packet()
+            p = 0
+            vals = []
+            for _ in range(6):
+                ln, p = lenenc(cd, p)
+                vals.append(cd[p:p + ln])
+                p += ln
+            _, p = lenenc(cd, p)          # length of the fixed fields (0x0c)
+            ctype = cd[p + 6]
+            flags = struct.unpack_from("<H", cd, p + 7)[0]
+            cols.append((vals[4].decode(), ctype, flags))
+        self._read_packet()  # EOF
+        return cols
+
+    def _read_bin_result(self):
+        """The answer to COM_STMT_EXECUTE: OK, ERR or a binary result set."""
+        r = Result()
+        pkt = self._read_packet()
+        if pkt[0] == 0x00:
+            r.affected, p = lenenc(pkt, 1)
+            r.insert_id, p = lenenc(pkt, p)
+            status, r.warnings = struct.unpack_from("<HH", pkt, p)
+            self._drain_more(status)
+            return r
+        if pkt[0] == 0xFF:
+            r.err, r.errmsg = self._err(pkt)
+            return r
+        ncols, _ = lenenc(pkt, 0)
+        cols = self._coldefs(ncols)
+        nb = (ncols + 7 + 2) // 8          # NULL bitmap, offset 2
+        rows = []
+        while True:
+            pkt = self._read_packet()
+            if pkt[0] == 0xFE and len(pkt) < 9:
+                r.warnings, status = struct.unpack_from("<HH", pkt, 1)
+                break
+            if pkt[0] == 0xFF:
+                r.err, r.errmsg = self._err(pkt)
+                return r
+            nulls = pkt[1:1 + nb]
+            p = 1 + nb
+            row = []
+            for i, (_, ctype, flags) in enumerate(cols):
+                bit = i + 2
+                if nulls[bit >> 3] & (1 << (bit & 7)):
+                    row.append(None)
+                    continue
+                v, p = bin_value(pkt, p, ctype, flags)
+                row.append(v)
+            rows.append(tuple(row))
+        r.rows = rows
+        r.cols = [c[0] for c in cols]
+        self._drain_more(status)
+        return r
+
     def _read_result(self):
         r = Result()
         pkt = self._read_packet()
@@ -226,6 +389,56 @@ class Conn:
             r = self._read_result()
             status = 0
             return r
+
+
+class Stmt:
+    """A server-side prepared statement (COM_STMT_PREPARE). execute(*params)
+    sends the values in the binary protocol (COM_STMT_EXECUTE; each value typed,
+    a bytes value as raw bytes, never escaped or hex-encoded) and returns a
+    Result, binary result-set rows decoded to the text protocol's bytes.
+    send_long_data streams a parameter in pieces before execute."""
+
+    def __init__(self, conn, stmt_id, nparams, ncols):
+        self.conn, self.id, self.nparams, self.ncols = conn, stmt_id, nparams, ncols
+        self.long_data = set()
+
+    def send_long_data(self, param, data, chunk=1 << 20):
+        """COM_STMT_SEND_LONG_DATA (no answer); execute() then binds `param` as the
+        data sent, whatever value it is given there. Pass bytes or str."""
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        for pos in range(0, max(1, len(data)), chunk):
+            self.conn.seq = 0
+            self.conn._write_packet(b"\x18" + struct.pack("<IH", self.id, param) + data[pos:pos + chunk])
+        self.long_data.add(param)
+
+    def execute(self, *params):
+        if len(params) != self.nparams:
+            raise ValueError("statement takes %d parameters, %d given" % (self.nparams, len(params)))
+        out = [b"\x17", struct.pack("<IBI", self.id, 0, 1)]    # no cursor, iteration count 1
+        if self.nparams:
+            nulls = bytearray((self.nparams + 7) // 8)
+            types, values = [], []
+            for i, v in enumerate(params):
+                if i in self.long_data:
+                    # its value came in COM_STMT_SEND_LONG_DATA: a type, no value
+                    types.append(struct.pack("<BB", T_BLOB, 0))
+                    continue
+                t, uns, b = bin_param(v)
+                if t == T_NULL:
+                    nulls[i >> 3] |= 1 << (i & 7)
+                types.append(struct.pack("<BB", t, uns))
+                values.append(b)
+            out += [bytes(nulls), b"\x01"] + types + values   # new-params-bound: types follow
+        self.conn.seq = 0
+        self.conn._write_packet(b"".join(out))
+        self.long_data.clear()
+        return self.conn._read_bin_result()
+
+    def close(self):
+        """COM_STMT_CLOSE (no answer)."""
+        self.conn.seq = 0
+        self.conn._write_packet(b"\x19" + struct.pack("<I", self.id))
 
 
 # --------------------------------------------------------------------------

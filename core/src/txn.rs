@@ -602,19 +602,20 @@ impl Txn {
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>| {
-                let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
-                ops.push((
-                    w.cf.clone(),
-                    Op {
-                        cf: *id,
-                        kind,
-                        key: key.to_vec(),
-                        value,
-                    },
-                    check,
-                ));
-            };
+            let mut push =
+                |ops: &mut crate::db::CfOps, key: &[u8], kind: Kind, value: Arc<[u8]>| {
+                    let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
+                    ops.push((
+                        w.cf.clone(),
+                        Op {
+                            cf: *id,
+                            kind,
+                            key: key.to_vec(),
+                            value,
+                        },
+                        check,
+                    ));
+                };
             if self.spilled {
                 // Spilled runs plus memory, newest version per key (2PC of a
                 // large write set: the prepare record carries all of it).
@@ -623,20 +624,24 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(m.key(), m.kind(), Arc::from(m.value()));
+                    push(&mut ops, m.key(), m.kind(), Arc::from(m.value()));
                     m.next();
                 }
                 m.status()?;
                 continue;
             }
-            let mut last: Option<Vec<u8>> = None;
+            // Newest version of each key first: a key equal to the last one
+            // pushed for this column family is an older version (compared with
+            // that op's key, not a copy of it: no allocation per key).
+            let first = ops.len();
             let mem = w.view.lock().mem.clone();
             mem.for_each(|e| {
-                if last.as_deref() != Some(e.user()) {
+                let older =
+                    ops.len() > first && ops.last().is_some_and(|(_, op, _)| op.key == e.user());
+                if !older {
                     // A long value is shared with the write set, not copied.
                     let v = e.shared_value().unwrap_or_else(|| Arc::from(e.value()));
-                    push(e.user(), e.kind(), v);
-                    last = Some(e.user().to_vec());
+                    push(&mut ops, e.user(), e.kind(), v);
                 }
                 Ok(())
             })?;
