@@ -270,6 +270,19 @@ class Conn:
             self._read_packet()
         return Stmt(self, stmt_id, nparams, ncols)
 
+    def _ok_or_err(self, pkt, r):
+        """Fills r from an OK or ERR packet; False if pkt starts a result set."""
+        if pkt[0] == 0x00:
+            r.affected, p = lenenc(pkt, 1)
+            r.insert_id, p = lenenc(pkt, p)
+            status, r.warnings = struct.unpack_from("<HH", pkt, p)
+            self._drain_more(status)
+            return True
+        if pkt[0] == 0xFF:
+            r.err, r.errmsg = self._err(pkt)
+            return True
+        return False
+
     def _err(self, pkt):
         code = struct.unpack_from("<H", pkt, 1)[0]
         msg = pkt[9:] if pkt[3:4] == b"#" else pkt[3:]
@@ -297,14 +310,7 @@ class Conn:
         """The answer to COM_STMT_EXECUTE: OK, ERR or a binary result set."""
         r = Result()
         pkt = self._read_packet()
-        if pkt[0] == 0x00:
-            r.affected, p = lenenc(pkt, 1)
-            r.insert_id, p = lenenc(pkt, p)
-            status, r.warnings = struct.unpack_from("<HH", pkt, p)
-            self._drain_more(status)
-            return r
-        if pkt[0] == 0xFF:
-            r.err, r.errmsg = self._err(pkt)
+        if self._ok_or_err(pkt, r):
             return r
         ncols, _ = lenenc(pkt, 0)
         cols = self._coldefs(ncols)
@@ -337,15 +343,7 @@ class Conn:
     def _read_result(self):
         r = Result()
         pkt = self._read_packet()
-        if pkt[0] == 0x00:
-            r.affected, p = lenenc(pkt, 1)
-            r.insert_id, p = lenenc(pkt, p)
-            status, r.warnings = struct.unpack_from("<HH", pkt, p)
-            self._drain_more(status)
-            return r
-        if pkt[0] == 0xFF:
-            r.err = struct.unpack_from("<H", pkt, 1)[0]
-            r.errmsg = pkt[9:].decode("utf-8", "replace") if pkt[3:4] == b"#" else pkt[3:].decode("utf-8", "replace")
+        if self._ok_or_err(pkt, r):
             return r
         ncols, _ = lenenc(pkt, 0)
         cols = []
