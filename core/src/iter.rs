@@ -226,9 +226,11 @@ pub(crate) struct MergeIter {
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
     key: Vec<u8>,
-    value: Vec<u8>,
+    /// The source whose entry is current: its value is read from it (the
+    /// sources do not move until the next positioning call).
+    cur_src: usize,
     /// The current value when it is a resolved pointer (shared with the block
-    /// cache, not copied into `value`).
+    /// cache).
     resolved: Option<crate::bytes::SharedBytes>,
     valid: bool,
     err: Option<crate::Error>,
@@ -252,7 +254,7 @@ impl MergeIter {
             lower,
             upper,
             key: Vec::new(),
-            value: Vec::new(),
+            cur_src: 0,
             resolved: None,
             valid: false,
             err: None,
@@ -331,9 +333,8 @@ impl MergeIter {
             }
         } else {
             self.resolved = None;
-            self.value.clear();
-            self.value.extend_from_slice(value);
         }
+        self.cur_src = i;
         self.valid = true;
         true
     }
@@ -551,7 +552,7 @@ impl MergeIter {
     pub(crate) fn value(&self) -> &[u8] {
         match &self.resolved {
             Some(v) => v,
-            None => &self.value,
+            None => self.sources.get(self.cur_src).map_or(&[], |s| s.value()),
         }
     }
     pub(crate) fn status(&self) -> Result<()> {
