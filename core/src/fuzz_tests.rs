@@ -74,6 +74,7 @@ fn sample_ops(rng: &mut StdRng) -> Vec<Op> {
             kind: if i % 3 == 0 { Kind::Delete } else { Kind::Put },
             key: random_bytes(rng, 20),
             value: random_bytes(rng, 40).into(),
+            crc: None,
         })
         .collect()
 }
@@ -302,7 +303,7 @@ fn fuzz_value_log() {
     let mut recs = Vec::new();
     for i in 0..40u32 {
         let v = random_bytes(&mut rng, 3000);
-        recs.push((w.add(format!("key{i}").as_bytes(), &v).unwrap(), v));
+        recs.push((w.add(format!("key{i}").as_bytes(), &v, None).unwrap(), v));
     }
     w.finish().unwrap();
     let path = crate::vlog::vlog_path(d.path(), 1);

@@ -602,7 +602,7 @@ impl Txn {
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>| {
+            let mut push = |key: &[u8], kind: Kind, value: Arc<[u8]>, crc: Option<u32>| {
                 let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
                 ops.push((
                     w.cf.clone(),
@@ -611,6 +611,7 @@ impl Txn {
                         kind,
                         key: key.to_vec(),
                         value,
+                        crc,
                     },
                     check,
                 ));
@@ -623,7 +624,7 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(m.key(), m.kind(), Arc::from(m.value()));
+                    push(m.key(), m.kind(), Arc::from(m.value()), None);
                     m.next();
                 }
                 m.status()?;
@@ -635,7 +636,8 @@ impl Txn {
                 if last.as_deref() != Some(e.user()) {
                     // A long value is shared with the write set, not copied.
                     let v = e.shared_value().unwrap_or_else(|| Arc::from(e.value()));
-                    push(e.user(), e.kind(), v);
+                    // With its crc if computed at the put (checksum once).
+                    push(e.user(), e.kind(), v, e.value_crc());
                     last = Some(e.user().to_vec());
                 }
                 Ok(())

@@ -27,7 +27,9 @@
 //! [`Frames`] holds the group's records in one buffer, except values of at
 //! least [`OUT_OF_LINE`] bytes, which stay in the write set's shared buffers
 //! and are only referenced (position in the buffer + value). The checksum is
-//! computed over the pieces in order, and the append is one `pwritev` of
+//! computed over the pieces in order (a value's own crc32, computed once when
+//! the transaction wrote it, is combined in instead of reading the value
+//! again: see `skiplist::ValueIn`), and the append is one `pwritev` of
 //! buffer slices and values (more if over `IOV_MAX` pieces or partial). So a
 //! large value is copied by the kernel only, not into a frame buffer first.
 
@@ -92,7 +94,8 @@ const IOV_MAX: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Frames {
     buf: Vec<u8>,
-    ext: Vec<(usize, Arc<[u8]>)>,
+    /// (position in `buf`, value, crc32 of the value if known).
+    ext: Vec<(usize, Arc<[u8]>, Option<u32>)>,
     ext_bytes: usize,
 }
 
@@ -100,12 +103,12 @@ impl crate::batch::Sink for Frames {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
-    fn value(&mut self, v: &Arc<[u8]>) {
+    fn value(&mut self, v: &Arc<[u8]>, crc: Option<u32>) {
         if v.len() < OUT_OF_LINE {
             crate::coding::put_bytes(&mut self.buf, v);
         } else {
             crate::coding::put_varint(&mut self.buf, v.len() as u64);
-            self.ext.push((self.buf.len(), v.clone()));
+            self.ext.push((self.buf.len(), v.clone(), crc));
             self.ext_bytes += v.len();
         }
     }
@@ -133,9 +136,12 @@ impl Frames {
         let mut h = crc32fast::Hasher::new();
         h.update(&lb);
         let mut pos = start + 8;
-        for (at, v) in self.ext.get(ext0..).unwrap_or(&[]) {
+        for (at, v, crc) in self.ext.get(ext0..).unwrap_or(&[]) {
             h.update(self.buf.get(pos..*at).unwrap_or(&[]));
-            h.update(v);
+            match crc {
+                Some(c) => crate::coding::crc32_combine(&mut h, *c, v.len()),
+                None => h.update(v),
+            }
             pos = *at;
         }
         h.update(self.buf.get(pos..).unwrap_or(&[]));
@@ -150,7 +156,7 @@ impl Frames {
     fn pieces(&self) -> Vec<&[u8]> {
         let mut v = Vec::with_capacity(2 * self.ext.len() + 1);
         let mut pos = 0;
-        for (at, val) in &self.ext {
+        for (at, val, _) in &self.ext {
             if *at > pos {
                 v.push(self.buf.get(pos..*at).unwrap_or(&[]));
             }
@@ -456,6 +462,13 @@ mod tests {
                     cf: i as u64 % 3,
                     kind: crate::key::Kind::Put,
                     key: format!("k{i}").into_bytes(),
+                    // Most large values with their crc known (combined into
+                    // the record's crc), some without (read again).
+                    crc: if i % 8 == 3 {
+                        None
+                    } else {
+                        (v.len() >= OUT_OF_LINE).then(|| crc32fast::hash(&v))
+                    },
                     value: v.into(),
                 }
             })
