@@ -277,6 +277,11 @@ fn fuzz_blocks_props_handles_filters() {
             let b = rng.gen_range(a..=table.len().min(a + 600));
             mutate(&mut rng, &table[a..b])
         };
+        if let Ok(b) = sst::RawBlock::new(raw.clone(), &path, 0) {
+            let mut k = Vec::new();
+            let _ = b.seek(b"key00010", 5, &mut k, &path, 0);
+            let _ = b.seek(b"", 0, &mut k, &path, 0);
+        }
         if let Ok(b) = Block::decode(raw.clone(), &path, 0) {
             for i in 0..b.len().min(50) {
                 let _ = (b.key(i), b.value(i));
