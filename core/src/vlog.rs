@@ -109,6 +109,10 @@ pub(crate) struct VlogWriter {
     path: PathBuf,
     out: BufWriter<File>,
     offset: u64,
+    /// Writeback started up to here (as the WAL does, see
+    /// `wal::WRITEBACK_BYTES`: the flush's fsync of a 16 MiB value log then
+    /// waits for the last MiB, not all of it).
+    written_back: u64,
     scratch: Vec<u8>,
 }
 
@@ -125,6 +129,7 @@ impl VlogWriter {
             path,
             out: BufWriter::with_capacity(1 << 20, f),
             offset: 0,
+            written_back: 0,
             scratch: Vec::new(),
         })
     }
@@ -158,6 +163,13 @@ impl VlogWriter {
             crc,
         };
         self.offset += len;
+        // Only what left `out`'s buffer is in the file.
+        let in_file = self.offset - self.out.buffer().len() as u64;
+        let n = in_file.saturating_sub(self.written_back);
+        if n >= crate::wal::WRITEBACK_BYTES {
+            crate::fsutil::start_writeback(self.out.get_ref(), self.written_back, n);
+            self.written_back = in_file;
+        }
         Ok(p)
     }
 

@@ -234,7 +234,20 @@ pub(crate) struct WalWriter {
     /// A failed append could not be cut back off the file: the segment may
     /// end in a partial record, so nothing more may be appended to it.
     pub torn: bool,
+    /// Writeback of the segment has been started up to here (see
+    /// `WRITEBACK_BYTES`).
+    written_back: u64,
 }
+
+/// Unsynced bytes after which an append starts their writeback
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), like
+/// RocksDB's `wal_bytes_per_sync`. A segment is fsynced when it is rotated
+/// (in the commit path, under the write lock): without this, that fsync
+/// wrote the whole segment (16 MiB with the default write buffer) while every
+/// writer waited; `write_1m` strace: 17 rotation fdatasyncs, ~30 % of the
+/// writer thread's time. Durability is unchanged (only the fsync makes bytes
+/// durable; this just lets the disk start earlier).
+pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
 
 impl WalWriter {
     pub(crate) fn create(dir: &Path, number: u64) -> Result<WalWriter> {
@@ -255,7 +268,19 @@ impl WalWriter {
             file: Arc::new(file),
             size: 0,
             torn: false,
+            written_back: 0,
         })
+    }
+
+    /// Starts writeback of what was appended since the last call, once it
+    /// is `WRITEBACK_BYTES` or more. Advisory: an error here is left to the
+    /// fsync that makes the bytes durable.
+    fn start_writeback(&mut self) {
+        let n = self.size.saturating_sub(self.written_back);
+        if n >= WRITEBACK_BYTES {
+            crate::fsutil::start_writeback(&self.file, self.written_back, n);
+            self.written_back = self.size;
+        }
     }
 
     /// Appends already-framed bytes at the end of the segment. A failed
@@ -275,6 +300,7 @@ impl WalWriter {
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += framed.len() as u64;
+        self.start_writeback();
         Ok(())
     }
 
@@ -294,6 +320,7 @@ impl WalWriter {
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += frames.len() as u64;
+        self.start_writeback();
         Ok(())
     }
 
