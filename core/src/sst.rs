@@ -192,8 +192,20 @@ impl RawBlock {
     }
 
     /// The entry at `pos`: `(shared, key delta, value, next entry's pos)`.
+    #[inline]
     fn entry(&self, pos: usize) -> Option<(usize, &[u8], &[u8], usize)> {
-        let mut r = Reader::new(self.data.get(pos..self.entries_end)?);
+        let d = self.data.get(pos..self.entries_end)?;
+        // Fast path: the three lengths are one-byte varints (the usual case;
+        // `Reader::varint` was 16 % of a cache-hit read profile).
+        if let Some(&[a, b, c]) = d.get(..3) {
+            if (a | b | c) < 0x80 {
+                let (non_shared, vlen) = (b as usize, c as usize);
+                let delta = d.get(3..3 + non_shared)?;
+                let value = d.get(3 + non_shared..3 + non_shared + vlen)?;
+                return Some((a as usize, delta, value, pos + 3 + non_shared + vlen));
+            }
+        }
+        let mut r = Reader::new(d);
         let shared = r.varint_usize()?;
         let non_shared = r.varint_usize()?;
         let vlen = r.varint_usize()?;
