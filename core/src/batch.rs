@@ -39,15 +39,16 @@ use std::sync::Arc;
 /// `value` (which may keep a large one out of line, see `wal::Frames`).
 pub(crate) trait Sink {
     fn buf(&mut self) -> &mut Vec<u8>;
-    /// Appends `v` length-prefixed (`varint len ++ bytes`).
-    fn value(&mut self, v: &Arc<[u8]>);
+    /// Appends `v` length-prefixed (`varint len ++ bytes`); `crc` is the
+    /// crc32 of `v` if known (a checksumming sink need not read `v` again).
+    fn value(&mut self, v: &Arc<[u8]>, crc: Option<u32>);
 }
 
 impl Sink for Vec<u8> {
     fn buf(&mut self) -> &mut Vec<u8> {
         self
     }
-    fn value(&mut self, v: &Arc<[u8]>) {
+    fn value(&mut self, v: &Arc<[u8]>, _crc: Option<u32>) {
         put_bytes(self, v);
     }
 }
@@ -65,6 +66,9 @@ pub(crate) struct Op {
     /// Shared with the write set's memtable and, after the commit, the column
     /// family's memtable (a value is copied once, when it is written).
     pub value: Arc<[u8]>,
+    /// crc32 of `value` if computed when it was written (see
+    /// `skiplist::ValueIn`); not part of the encoding.
+    pub crc: Option<u32>,
 }
 
 /// Upper bound of the bytes `ops` encode into a `wal::Frames` buffer (values
@@ -89,7 +93,7 @@ fn encode_ops<'a>(out: &mut impl Sink, ops: impl ExactSizeIterator<Item = &'a Op
         put_varint(b, op.cf);
         b.push(op.kind as u8);
         put_bytes(b, &op.key);
-        out.value(&op.value);
+        out.value(&op.value, op.crc);
     }
 }
 
@@ -148,6 +152,7 @@ fn decode_ops(r: &mut Reader<'_>) -> Option<Vec<Op>> {
             kind,
             key,
             value,
+            crc: None,
         });
     }
     Some(ops)

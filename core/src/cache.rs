@@ -1,5 +1,6 @@
 //! Sharded block cache with a byte cap. Keys are (file number, offset):
-//! decoded blocks of table files, and values read from value-log files (file
+//! data blocks of table files as read (`sst::RawBlock`: searched in place by
+//! point reads, decoded by iterators), and values read from value-log files (file
 //! numbers come from one counter, so the two never collide), shared through
 //! `Arc` / [`SharedBytes`]. Caching large values spares a hot set of them a
 //! pread and a CRC of the whole value per read, as InnoDB's buffer pool keeps
@@ -12,7 +13,7 @@
 //! an allocation-free multiplicative hash of the two integers.
 
 use crate::bytes::SharedBytes;
-use crate::sst::Block;
+use crate::sst::RawBlock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -60,7 +61,7 @@ fn hash_key(k: Key) -> u64 {
 
 /// What an entry caches.
 enum Item {
-    Block(Arc<Block>),
+    Block(Arc<RawBlock>),
     /// A value-log value, checked against its record's CRC when read.
     Value(SharedBytes),
 }
@@ -129,7 +130,7 @@ impl BlockCache {
         found
     }
 
-    pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<Block>> {
+    pub(crate) fn get(&self, file: u64, off: u64) -> Option<Arc<RawBlock>> {
         self.lookup(file, off, |i| match i {
             Item::Block(b) => Some(b.clone()),
             Item::Value(_) => None,
@@ -143,7 +144,7 @@ impl BlockCache {
         })
     }
 
-    pub(crate) fn insert(&self, file: u64, off: u64, block: Arc<Block>) {
+    pub(crate) fn insert(&self, file: u64, off: u64, block: Arc<RawBlock>) {
         self.insert_item(file, off, Item::Block(block));
     }
 

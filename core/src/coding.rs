@@ -90,6 +90,13 @@ pub(crate) fn u64_at(buf: &[u8], pos: usize) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
+/// Adds to `h` a part of `len` bytes whose crc32 is `crc`, as if `h.update`
+/// had read the part (a value checksummed once, reused by every record that
+/// holds it: see `skiplist::ValueIn`).
+pub(crate) fn crc32_combine(h: &mut crc32fast::Hasher, crc: u32, len: usize) {
+    h.combine(&crc32fast::Hasher::new_with_initial_len(crc, len as u64));
+}
+
 pub(crate) fn crc32(parts: &[&[u8]]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     for p in parts {

@@ -571,7 +571,7 @@ impl DbInner {
         let mut m = Merger {
             its: inputs
                 .iter()
-                .map(|f| TableIter::new(f.table.clone()))
+                .map(|f| TableIter::uncached(f.table.clone()))
                 .collect(),
         };
         for it in m.its.iter_mut() {

@@ -828,7 +828,7 @@ impl DbInner {
                             cf.sv
                                 .read()
                                 .mem
-                                .insert_shared(&op.key, seq, op.kind, op.value);
+                                .insert_shared(&op.key, seq, op.kind, op.value, None);
                         }
                     }
                 };
@@ -1942,6 +1942,7 @@ impl DbInner {
             if let Some((c, op, _)) = ops.first_mut() {
                 if Arc::ptr_eq(c, cf) && op.key == key {
                     op.value = Arc::from(value);
+                    op.crc = None;
                     return Ok(());
                 }
             }
@@ -1951,6 +1952,7 @@ impl DbInner {
             kind: Kind::Put,
             key: key.to_vec(),
             value: Arc::from(value),
+            crc: None,
         };
         let req = Arc::new(CommitReq {
             ops: Mutex::new(vec![(cf.clone(), op, 0)]),
@@ -2208,7 +2210,7 @@ impl DbInner {
                 cf.sv
                     .read()
                     .mem
-                    .insert_shared(&op.key, *seq, op.kind, op.value);
+                    .insert_shared(&op.key, *seq, op.kind, op.value, op.crc);
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2716,7 +2718,8 @@ pub(crate) fn build_table(
             last = Some((user.to_vec(), stripe));
         }
         if e.kind() == Kind::Put && vo.separates(value) {
-            let p = vo.put(user, value)?;
+            // The value's crc from its write, if kept (checksum once).
+            let p = vo.put_crc(user, value, e.value_crc())?;
             b.add(user, seq, Kind::ValuePtr, p)
         } else {
             b.add(user, seq, e.kind(), value)

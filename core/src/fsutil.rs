@@ -207,3 +207,19 @@ pub(crate) fn read_at(
         Error::io(format!("read {}", path.display()), e)
     })
 }
+
+/// Starts writeback of `len` bytes at `off` of `f` without waiting for it
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so a later fsync finds most
+/// of them on disk already. Advisory: errors are left to that fsync.
+pub(crate) fn start_writeback(f: &File, off: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain syscall on a descriptor we own; no memory is passed.
+    unsafe {
+        libc::sync_file_range(
+            f.as_raw_fd(),
+            off as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}

@@ -74,6 +74,7 @@ fn sample_ops(rng: &mut StdRng) -> Vec<Op> {
             kind: if i % 3 == 0 { Kind::Delete } else { Kind::Put },
             key: random_bytes(rng, 20),
             value: random_bytes(rng, 40).into(),
+            crc: None,
         })
         .collect()
 }
@@ -276,6 +277,11 @@ fn fuzz_blocks_props_handles_filters() {
             let b = rng.gen_range(a..=table.len().min(a + 600));
             mutate(&mut rng, &table[a..b])
         };
+        if let Ok(b) = sst::RawBlock::new(raw.clone(), &path, 0) {
+            let mut k = Vec::new();
+            let _ = b.seek(b"key00010", 5, &mut k, &path, 0);
+            let _ = b.seek(b"", 0, &mut k, &path, 0);
+        }
         if let Ok(b) = Block::decode(raw.clone(), &path, 0) {
             for i in 0..b.len().min(50) {
                 let _ = (b.key(i), b.value(i));
@@ -302,7 +308,7 @@ fn fuzz_value_log() {
     let mut recs = Vec::new();
     for i in 0..40u32 {
         let v = random_bytes(&mut rng, 3000);
-        recs.push((w.add(format!("key{i}").as_bytes(), &v).unwrap(), v));
+        recs.push((w.add(format!("key{i}").as_bytes(), &v, None).unwrap(), v));
     }
     w.finish().unwrap();
     let path = crate::vlog::vlog_path(d.path(), 1);

@@ -303,9 +303,17 @@ impl Memtable {
     }
 
     /// `insert` of a value already in a shared buffer: a long one is kept
-    /// without a copy (a write set's value moving to the memtable at commit).
-    pub(crate) fn insert_shared(&self, user: &[u8], seq: u64, kind: Kind, value: Arc<[u8]>) {
-        self.insert_value(user, seq, kind, ValueIn::Shared(value));
+    /// without a copy (a write set's value moving to the memtable at commit),
+    /// with its crc32 if known (kept for the flush, see `ValueIn`).
+    pub(crate) fn insert_shared(
+        &self,
+        user: &[u8],
+        seq: u64,
+        kind: Kind,
+        value: Arc<[u8]>,
+        crc: Option<u32>,
+    ) {
+        self.insert_value(user, seq, kind, ValueIn::Shared(value, crc));
     }
 
     fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {

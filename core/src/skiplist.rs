@@ -87,9 +87,14 @@ struct Node {
     key_len: u32,
     kind: u8,
     height: u8,
-    /// 1 if `value` is the data of an `Arc<[u8]>` in `Arena::large`.
+    /// `value` is the data of an `Arc<[u8]>` in `Arena::large`: `SHARED`, or
+    /// `SHARED_CRC` if the value's crc32 follows the key (4 bytes, unaligned).
+    /// 0: inline (or empty).
     shared: u8,
 }
+
+const SHARED: u8 = 1;
+const SHARED_CRC: u8 = 2;
 
 const NODE_BYTES: usize = std::mem::size_of::<Node>();
 
@@ -132,6 +137,20 @@ impl Node {
         // SAFETY: `value` points into the arena or into a buffer in
         // `Writer::large`, both kept until the list is dropped.
         unsafe { std::slice::from_raw_parts(self.value, self.value_len) }
+    }
+
+    /// crc32 of the value, if it was stored with the node (see `ValueIn`).
+    #[inline]
+    fn value_crc(&self) -> Option<u32> {
+        if self.shared != SHARED_CRC {
+            return None;
+        }
+        // SAFETY: a `SHARED_CRC` node has 4 bytes of crc right after its key
+        // (laid out by `SkipList::new_node`), in the arena like the key.
+        unsafe {
+            let p = self.user().as_ptr().add(self.key_len as usize) as *const [u8; 4];
+            Some(u32::from_le_bytes(p.read_unaligned()))
+        }
     }
 
     /// The value as the shared buffer it is kept in (values longer than
@@ -208,6 +227,11 @@ impl<'a> EntryRef<'a> {
     pub(crate) fn shared_value(&self) -> Option<std::sync::Arc<[u8]>> {
         self.node.shared_value()
     }
+    /// crc32 of the value when it was computed before the insert (a long
+    /// value written by a transaction, see `ValueIn`), else `None`.
+    pub(crate) fn value_crc(&self) -> Option<u32> {
+        self.node.value_crc()
+    }
     /// The value as `SharedBytes`: the shared buffer of a long value (no
     /// copy), a copy of a short one.
     pub(crate) fn value_bytes(&self) -> crate::bytes::SharedBytes {
@@ -219,17 +243,25 @@ impl<'a> EntryRef<'a> {
 }
 
 /// A value to insert: borrowed (copied into the list) or already shared
-/// (kept as is if long, copied into the node if short).
+/// (kept as is if long, copied into the node if short), with its crc32 if
+/// known.
+///
+/// Checksum once: a borrowed value of at least `wal::OUT_OF_LINE` bytes is
+/// checksummed while it is copied into its shared buffer (a transaction's
+/// `put` into its write set), and the crc is kept in the node; it travels with
+/// the value (`EntryRef::value_crc` -> `batch::Op::crc` -> the column family's
+/// memtable) so the WAL record and the value-log record that hold the value
+/// combine it into their checksums instead of reading 1 MiB again each.
 pub(crate) enum ValueIn<'a> {
     Borrowed(&'a [u8]),
-    Shared(std::sync::Arc<[u8]>),
+    Shared(std::sync::Arc<[u8]>, Option<u32>),
 }
 
 impl ValueIn<'_> {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             ValueIn::Borrowed(b) => b,
-            ValueIn::Shared(a) => a,
+            ValueIn::Shared(a, _) => a,
         }
     }
 }
@@ -377,6 +409,9 @@ impl SkipList {
         let mut bytes = NODE_BYTES + tower + user.len();
         if inline {
             bytes += value_len;
+        } else {
+            // Room for the crc (used only if known).
+            bytes += 4;
         }
         let bytes = (bytes + 7) & !7;
         let p = arena.alloc(bytes);
@@ -385,6 +420,7 @@ impl SkipList {
         unsafe {
             let key_at = p.add(NODE_BYTES + tower);
             ptr::copy_nonoverlapping(user.as_ptr(), key_at, user.len());
+            let mut crc = None;
             let value_ptr = if value_len == 0 {
                 ptr::null()
             } else if inline {
@@ -393,14 +429,22 @@ impl SkipList {
                 ptr::copy_nonoverlapping(value.as_ptr(), at, value_len);
                 at as *const u8
             } else {
-                let shared = match value_in {
-                    ValueIn::Shared(a) => a,
-                    ValueIn::Borrowed(b) => std::sync::Arc::from(b),
+                let (shared, c) = match value_in {
+                    ValueIn::Shared(a, c) => (a, c),
+                    ValueIn::Borrowed(b) => (
+                        std::sync::Arc::from(b),
+                        (b.len() >= crate::wal::OUT_OF_LINE).then(|| crc32fast::hash(b)),
+                    ),
                 };
+                crc = c;
                 let at = shared.as_ptr();
                 arena.large.push(shared);
                 at
             };
+            if let Some(c) = crc {
+                let at = key_at.add(user.len()) as *mut [u8; 4];
+                at.write_unaligned(c.to_le_bytes());
+            }
             let node = p as *mut Node;
             node.write(Node {
                 head: head_of(user),
@@ -411,7 +455,11 @@ impl SkipList {
                 key_len: user.len() as u32,
                 kind: kind as u8,
                 height: height as u8,
-                shared: u8::from(value_len > 0 && !inline),
+                shared: match (value_len > 0 && !inline, crc.is_some()) {
+                    (false, _) => 0,
+                    (true, false) => SHARED,
+                    (true, true) => SHARED_CRC,
+                },
             });
             let slots = p.add(NODE_BYTES) as *mut AtomicPtr<Node>;
             for i in 0..height {
@@ -938,6 +986,48 @@ mod tests {
 
     /// Readers on other threads walk the list while it grows: every walk is in
     /// order and sees a prefix-closed set of what was inserted before it began.
+    #[test]
+    fn long_values_keep_their_crc() {
+        let l = SkipList::new();
+        let big: Vec<u8> = (0..crate::wal::OUT_OF_LINE + 5).map(|i| i as u8).collect();
+        let mid = vec![7u8; INLINE_VALUE_MAX + 1];
+        // Keys of every length modulo 8: the crc follows the key unaligned.
+        for (i, k) in [
+            "a", "bb", "ccc", "dddd", "eeeee", "ffffff", "ggggggg", "hhhhhhhh",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let k = k.as_bytes();
+            let seq = i as u64 * 10;
+            l.insert(k, seq + 1, Kind::Put, ValueIn::Borrowed(&big));
+            l.insert(k, seq + 2, Kind::Put, ValueIn::Borrowed(&mid));
+            l.insert(k, seq + 3, Kind::Put, ValueIn::Borrowed(b"short"));
+            let shared: std::sync::Arc<[u8]> = big.clone().into();
+            l.insert(
+                k,
+                seq + 4,
+                Kind::Put,
+                ValueIn::Shared(shared.clone(), Some(0xdead_beef)),
+            );
+            l.insert(k, seq + 5, Kind::Put, ValueIn::Shared(shared, None));
+            let at = |s: u64| l.seek(&Probe::new(k, s)).expect("inserted");
+            // Copied in and long enough for the WAL to keep it out of line:
+            // checksummed while copied.
+            assert_eq!(at(seq + 1).value_crc(), Some(crc32fast::hash(&big)));
+            assert_eq!(at(seq + 1).value(), &big[..]);
+            assert_eq!(
+                at(seq + 2).value_crc(),
+                None,
+                "shared but under OUT_OF_LINE"
+            );
+            assert_eq!(at(seq + 3).value_crc(), None, "inline");
+            assert_eq!(at(seq + 4).value_crc(), Some(0xdead_beef), "given crc kept");
+            assert_eq!(at(seq + 5).value_crc(), None);
+            assert_eq!(at(seq + 5).user(), k);
+        }
+    }
+
     #[test]
     fn concurrent_readers_see_complete_ordered_nodes() {
         let l = std::sync::Arc::new(SkipList::new());

@@ -602,20 +602,24 @@ impl Txn {
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push =
-                |ops: &mut crate::db::CfOps, key: &[u8], kind: Kind, value: Arc<[u8]>| {
-                    let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
-                    ops.push((
-                        w.cf.clone(),
-                        Op {
-                            cf: *id,
-                            kind,
-                            key: key.to_vec(),
-                            value,
-                        },
-                        check,
-                    ));
-                };
+            let mut push = |ops: &mut crate::db::CfOps,
+                            key: &[u8],
+                            kind: Kind,
+                            value: Arc<[u8]>,
+                            crc: Option<u32>| {
+                let check = check_seq(&self.lock_view(), &mut buf, *id, key, self.snap.seq);
+                ops.push((
+                    w.cf.clone(),
+                    Op {
+                        cf: *id,
+                        kind,
+                        key: key.to_vec(),
+                        value,
+                        crc,
+                    },
+                    check,
+                ));
+            };
             if self.spilled {
                 // Spilled runs plus memory, newest version per key (2PC of a
                 // large write set: the prepare record carries all of it).
@@ -624,7 +628,7 @@ impl Txn {
                 drop(v);
                 m.seek_to_first();
                 while m.valid() {
-                    push(&mut ops, m.key(), m.kind(), Arc::from(m.value()));
+                    push(&mut ops, m.key(), m.kind(), Arc::from(m.value()), None);
                     m.next();
                 }
                 m.status()?;
@@ -641,7 +645,8 @@ impl Txn {
                 if !older {
                     // A long value is shared with the write set, not copied.
                     let v = e.shared_value().unwrap_or_else(|| Arc::from(e.value()));
-                    push(&mut ops, e.user(), e.kind(), v);
+                    // With its crc if computed at the put (checksum once).
+                    push(&mut ops, e.user(), e.kind(), v, e.value_crc());
                 }
                 Ok(())
             })?;

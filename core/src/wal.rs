@@ -27,7 +27,9 @@
 //! [`Frames`] holds the group's records in one buffer, except values of at
 //! least [`OUT_OF_LINE`] bytes, which stay in the write set's shared buffers
 //! and are only referenced (position in the buffer + value). The checksum is
-//! computed over the pieces in order, and the append is one `pwritev` of
+//! computed over the pieces in order (a value's own crc32, computed once when
+//! the transaction wrote it, is combined in instead of reading the value
+//! again: see `skiplist::ValueIn`), and the append is one `pwritev` of
 //! buffer slices and values (more if over `IOV_MAX` pieces or partial). So a
 //! large value is copied by the kernel only, not into a frame buffer first.
 
@@ -92,7 +94,8 @@ const IOV_MAX: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Frames {
     buf: Vec<u8>,
-    ext: Vec<(usize, Arc<[u8]>)>,
+    /// (position in `buf`, value, crc32 of the value if known).
+    ext: Vec<(usize, Arc<[u8]>, Option<u32>)>,
     ext_bytes: usize,
 }
 
@@ -100,12 +103,12 @@ impl crate::batch::Sink for Frames {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
-    fn value(&mut self, v: &Arc<[u8]>) {
+    fn value(&mut self, v: &Arc<[u8]>, crc: Option<u32>) {
         if v.len() < OUT_OF_LINE {
             crate::coding::put_bytes(&mut self.buf, v);
         } else {
             crate::coding::put_varint(&mut self.buf, v.len() as u64);
-            self.ext.push((self.buf.len(), v.clone()));
+            self.ext.push((self.buf.len(), v.clone(), crc));
             self.ext_bytes += v.len();
         }
     }
@@ -133,9 +136,12 @@ impl Frames {
         let mut h = crc32fast::Hasher::new();
         h.update(&lb);
         let mut pos = start + 8;
-        for (at, v) in self.ext.get(ext0..).unwrap_or(&[]) {
+        for (at, v, crc) in self.ext.get(ext0..).unwrap_or(&[]) {
             h.update(self.buf.get(pos..*at).unwrap_or(&[]));
-            h.update(v);
+            match crc {
+                Some(c) => crate::coding::crc32_combine(&mut h, *c, v.len()),
+                None => h.update(v),
+            }
             pos = *at;
         }
         h.update(self.buf.get(pos..).unwrap_or(&[]));
@@ -150,7 +156,7 @@ impl Frames {
     fn pieces(&self) -> Vec<&[u8]> {
         let mut v = Vec::with_capacity(2 * self.ext.len() + 1);
         let mut pos = 0;
-        for (at, val) in &self.ext {
+        for (at, val, _) in &self.ext {
             if *at > pos {
                 v.push(self.buf.get(pos..*at).unwrap_or(&[]));
             }
@@ -228,7 +234,20 @@ pub(crate) struct WalWriter {
     /// A failed append could not be cut back off the file: the segment may
     /// end in a partial record, so nothing more may be appended to it.
     pub torn: bool,
+    /// Writeback of the segment has been started up to here (see
+    /// `WRITEBACK_BYTES`).
+    written_back: u64,
 }
+
+/// Unsynced bytes after which an append starts their writeback
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), like
+/// RocksDB's `wal_bytes_per_sync`. A segment is fsynced when it is rotated
+/// (in the commit path, under the write lock): without this, that fsync
+/// wrote the whole segment (16 MiB with the default write buffer) while every
+/// writer waited; `write_1m` strace: 17 rotation fdatasyncs, ~30 % of the
+/// writer thread's time. Durability is unchanged (only the fsync makes bytes
+/// durable; this just lets the disk start earlier).
+pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
 
 impl WalWriter {
     pub(crate) fn create(dir: &Path, number: u64) -> Result<WalWriter> {
@@ -249,7 +268,19 @@ impl WalWriter {
             file: Arc::new(file),
             size: 0,
             torn: false,
+            written_back: 0,
         })
+    }
+
+    /// Starts writeback of what was appended since the last call, once it
+    /// is `WRITEBACK_BYTES` or more. Advisory: an error here is left to the
+    /// fsync that makes the bytes durable.
+    fn start_writeback(&mut self) {
+        let n = self.size.saturating_sub(self.written_back);
+        if n >= WRITEBACK_BYTES {
+            crate::fsutil::start_writeback(&self.file, self.written_back, n);
+            self.written_back = self.size;
+        }
     }
 
     /// Appends already-framed bytes at the end of the segment. A failed
@@ -269,6 +300,7 @@ impl WalWriter {
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += framed.len() as u64;
+        self.start_writeback();
         Ok(())
     }
 
@@ -288,6 +320,7 @@ impl WalWriter {
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += frames.len() as u64;
+        self.start_writeback();
         Ok(())
     }
 
@@ -456,6 +489,13 @@ mod tests {
                     cf: i as u64 % 3,
                     kind: crate::key::Kind::Put,
                     key: format!("k{i}").into_bytes(),
+                    // Most large values with their crc known (combined into
+                    // the record's crc), some without (read again).
+                    crc: if i % 8 == 3 {
+                        None
+                    } else {
+                        (v.len() >= OUT_OF_LINE).then(|| crc32fast::hash(&v))
+                    },
                     value: v.into(),
                 }
             })

@@ -164,3 +164,66 @@ fn flush_drops_versions_no_snapshot_sees() {
     assert_eq!(count(&db, &cf), 101);
     drop(snap);
 }
+
+/// Compaction reads its inputs without filling the block cache (their files
+/// are deleted afterwards): caching them evicted the blocks readers use.
+#[test]
+fn compaction_does_not_evict_cached_blocks() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        d.path(),
+        DbOptions {
+            block_cache_size: 1 << 20,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let hot = db.create_cf("hot", CfOptions::default()).unwrap();
+    let put_all = |cf: &Cf, keys: &mut dyn Iterator<Item = u32>| {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in keys {
+            t.put(cf, format!("k{i:06}").as_bytes(), &[7u8; 100])
+                .unwrap();
+        }
+        t.commit().unwrap();
+        db.flush().unwrap();
+    };
+    put_all(&hot, &mut (0..2000u32));
+    let tables = || {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "sst")
+            })
+            .count()
+    };
+    // The hot family's blocks (~250 KB) enter the 1 MiB cache.
+    let read_hot = || {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..2000u32 {
+            assert_eq!(
+                t.get(&hot, format!("k{i:06}").as_bytes()).unwrap(),
+                Some(vec![7u8; 100])
+            );
+        }
+    };
+    read_hot();
+    let before = db.metrics().block_cache_bytes;
+    assert!(before > 200_000, "{before}");
+    // Compacting the four tables of `t` reads ~900 KB of blocks: going
+    // through the cache, they evicted most of the hot blocks.
+    for round in 0..4u32 {
+        put_all(&cf, &mut (0..2000u32).map(|i| i * 4 + round));
+    }
+    db.compact_range(&cf, None, None).unwrap();
+    assert_eq!(tables(), 2, "the four tables of t were merged");
+    assert_eq!(db.metrics().block_cache_bytes, before);
+    read_hot();
+    assert_eq!(db.metrics().block_cache_bytes, before);
+    assert_eq!(count(&db, &cf), 8000);
+}
