@@ -490,6 +490,13 @@ impl Db {
         self.inner().cf_stats(cf)
     }
 
+    /// [`Db::cf_stats`] without the per-level lists and the pending compaction
+    /// estimate (those stay empty / 0): sizes and counts only, cheap enough to
+    /// ask on every statement.
+    pub fn cf_sizes(&self, cf: &Cf) -> CfStats {
+        self.inner().cf_sizes(cf)
+    }
+
     /// The engine's counters (see [`crate::Metrics`]) and this database's gauges.
     pub fn metrics(&self) -> crate::Metrics {
         self.inner().metrics()
@@ -2527,6 +2534,23 @@ impl DbInner {
     // ------------------------------------------------------------ stats
 
     fn cf_stats(&self, cf: &Cf) -> CfStats {
+        let mut st = self.cf_sizes(cf);
+        let sv = cf.inner.current();
+        for l in &sv.levels.levels {
+            st.files_per_level.push(l.len() as u64);
+            st.bytes_per_level
+                .push(l.iter().map(|f| f.meta.size).sum::<u64>());
+            st.file_names_per_level
+                .push(l.iter().map(|f| sst::table_name(f.meta.file_no)).collect());
+        }
+        st.pending_compaction_bytes = self.pending_compaction_bytes(&sv.levels);
+        st
+    }
+
+    /// The sizes and counts of [`CfStats`] (no per-level lists, no pending
+    /// compaction): cheap enough for every statement (the handler's `info()`).
+    /// The manifest lock is taken only if the family has value log files.
+    fn cf_sizes(&self, cf: &Cf) -> CfStats {
         let sv = cf.inner.current();
         let mut st = CfStats {
             memtable_bytes: sv.mem.size() as u64,
@@ -2538,7 +2562,7 @@ impl DbInner {
             st.approx_bytes += m.size() as u64;
         }
         st.memtable_bytes += sv.imms.iter().map(|m| m.size() as u64).sum::<u64>();
-        {
+        if !sv.levels.vlogs.is_empty() {
             let m = self.manifest.lock();
             for (n, v) in &m.1.vlog_files {
                 if sv.levels.vlogs.contains_key(n) {
@@ -2548,19 +2572,11 @@ impl DbInner {
                 }
             }
         }
-        for l in &sv.levels.levels {
-            st.files_per_level.push(l.len() as u64);
-            st.bytes_per_level
-                .push(l.iter().map(|f| f.meta.size).sum::<u64>());
-            st.file_names_per_level
-                .push(l.iter().map(|f| sst::table_name(f.meta.file_no)).collect());
-            for f in l {
-                st.table_files += 1;
-                st.approx_keys += f.meta.num_entries;
-                st.approx_bytes += f.meta.size;
-            }
+        for f in sv.levels.all() {
+            st.table_files += 1;
+            st.approx_keys += f.meta.num_entries;
+            st.approx_bytes += f.meta.size;
         }
-        st.pending_compaction_bytes = self.pending_compaction_bytes(&sv.levels);
         st
     }
 

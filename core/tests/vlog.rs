@@ -212,6 +212,27 @@ fn gc_reclaims_space() {
     let before_gc = vlog_bytes(d.path());
     let st = db.cf_stats(&cf);
     assert!(st.vlog_garbage_bytes > 0, "{st:?}");
+    // The handler's per-statement subset agrees on every size it has.
+    let sz = db.cf_sizes(&cf);
+    assert_eq!(
+        (
+            sz.approx_keys,
+            sz.approx_bytes,
+            sz.memtable_bytes,
+            sz.table_files
+        ),
+        (
+            st.approx_keys,
+            st.approx_bytes,
+            st.memtable_bytes,
+            st.table_files
+        )
+    );
+    assert_eq!(
+        (sz.vlog_files, sz.vlog_bytes, sz.vlog_garbage_bytes),
+        (st.vlog_files, st.vlog_bytes, st.vlog_garbage_bytes)
+    );
+    assert!(sz.file_names_per_level.is_empty() && st.table_files > 0);
     let jobs = db.gc_value_log(&cf).unwrap();
     let after_gc = vlog_bytes(d.path());
     let live = u64::from(n) * len as u64;

@@ -467,7 +467,7 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
         // much as its table files are (InnoDB counts off-page columns too).
         let bytes = |s: &tidesdb_core::CfStats| s.approx_bytes + s.memtable_bytes + s.vlog_bytes;
         for (i, cf) in table.shared.cfs().iter().enumerate() {
-            let s = db.cf_stats(cf);
+            let s = db.cf_sizes(cf);
             if i == 0 {
                 stats.approx_rows = s.approx_keys;
                 stats.data_bytes = bytes(&s);
@@ -477,7 +477,7 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
             stats.free_bytes += s.vlog_garbage_bytes;
         }
         // external BLOB/TEXT values are row data
-        let b = db.cf_stats(&table.shared.blob_cf());
+        let b = db.cf_sizes(&table.shared.blob_cf());
         stats.data_bytes += bytes(&b);
         stats.free_bytes += b.vlog_garbage_bytes;
         // SAFETY: valid for a write by contract.
