@@ -346,17 +346,7 @@ class Conn:
         if self._ok_or_err(pkt, r):
             return r
         ncols, _ = lenenc(pkt, 0)
-        cols = []
-        for _ in range(ncols):
-            cd = self._read_packet()
-            p = 0
-            vals = []
-            for _ in range(6):
-                ln, p = lenenc(cd, p)
-                vals.append(cd[p:p + ln])
-                p += ln
-            cols.append(vals[4].decode())
-        pkt = self._read_packet()  # EOF
+        cols = [c[0] for c in self._coldefs(ncols)]
         rows = []
         while True:
             pkt = self._read_packet()

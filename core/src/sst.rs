@@ -147,6 +147,23 @@ struct Ent {
     v_len: u32,
 }
 
+/// A block's trailer: `(number of restarts, offset where the entries end and
+/// the restart array begins)`, checked against the block's length.
+fn restart_layout(data: &[u8], bad: &dyn Fn(&str) -> Error) -> Result<(usize, usize)> {
+    if data.len() < 4 {
+        return Err(bad("too short"));
+    }
+    let nr = u32_at(data, data.len() - 4).ok_or_else(|| bad("restart count"))? as usize;
+    let restart_bytes = nr
+        .checked_mul(4)
+        .and_then(|x| x.checked_add(4))
+        .ok_or_else(|| bad("restart count"))?;
+    if nr == 0 || restart_bytes > data.len() {
+        return Err(bad("restart array"));
+    }
+    Ok((nr, data.len() - restart_bytes))
+}
+
 /// A data block as read from its file (checksum verified, decompressed), the
 /// form the block cache keeps. Point reads search it in place: a binary search
 /// over the restart array (restart entries hold whole keys), then a walk of at
@@ -168,18 +185,7 @@ impl RawBlock {
     /// read).
     pub(crate) fn new(data: Vec<u8>, path: &Path, offset: u64) -> Result<RawBlock> {
         let bad = |d: &str| Error::corruption(path, offset, format!("bad block: {d}"));
-        if data.len() < 4 {
-            return Err(bad("too short"));
-        }
-        let nr = u32_at(&data, data.len() - 4).ok_or_else(|| bad("restart count"))? as usize;
-        let restart_bytes = nr
-            .checked_mul(4)
-            .and_then(|x| x.checked_add(4))
-            .ok_or_else(|| bad("restart count"))?;
-        if nr == 0 || restart_bytes > data.len() {
-            return Err(bad("restart array"));
-        }
-        let entries_end = data.len() - restart_bytes;
+        let (nr, entries_end) = restart_layout(&data, &bad)?;
         Ok(RawBlock {
             data,
             entries_end,
@@ -327,18 +333,7 @@ impl Block {
 
     fn decode_entries(data: &[u8], path: &Path, offset: u64) -> Result<(Vec<u8>, Vec<Ent>)> {
         let bad = |d: &str| Error::corruption(path, offset, format!("bad block: {d}"));
-        if data.len() < 4 {
-            return Err(bad("too short"));
-        }
-        let nr = u32_at(data, data.len() - 4).ok_or_else(|| bad("restart count"))? as usize;
-        let restart_bytes = nr
-            .checked_mul(4)
-            .and_then(|x| x.checked_add(4))
-            .ok_or_else(|| bad("restart count"))?;
-        if nr == 0 || restart_bytes > data.len() {
-            return Err(bad("restart array"));
-        }
-        let entries_end = data.len() - restart_bytes;
+        let (_, entries_end) = restart_layout(data, &bad)?;
         let mut keys: Vec<u8> = Vec::with_capacity(entries_end);
         let mut ents = Vec::new();
         let mut r = Reader::new(&data[..entries_end]);
