@@ -283,6 +283,20 @@ class Conn:
             return True
         return False
 
+    def _row_packets(self, r):
+        """The row packets of a result set up to its EOF: (packets, server
+        status), r.warnings set; on an ERR packet r.err is set instead."""
+        pkts = []
+        while True:
+            pkt = self._read_packet()
+            if pkt[0] == 0xFE and len(pkt) < 9:
+                r.warnings, status = struct.unpack_from("<HH", pkt, 1)
+                return pkts, status
+            if pkt[0] == 0xFF:
+                r.err, r.errmsg = self._err(pkt)
+                return pkts, 0
+            pkts.append(pkt)
+
     def _err(self, pkt):
         code = struct.unpack_from("<H", pkt, 1)[0]
         msg = pkt[9:] if pkt[3:4] == b"#" else pkt[3:]
@@ -316,14 +330,10 @@ class Conn:
         cols = self._coldefs(ncols)
         nb = (ncols + 7 + 2) // 8          # NULL bitmap, offset 2
         rows = []
-        while True:
-            pkt = self._read_packet()
-            if pkt[0] == 0xFE and len(pkt) < 9:
-                r.warnings, status = struct.unpack_from("<HH", pkt, 1)
-                break
-            if pkt[0] == 0xFF:
-                r.err, r.errmsg = self._err(pkt)
-                return r
+        pkts, status = self._row_packets(r)
+        if r.err is not None:
+            return r
+        for pkt in pkts:
             nulls = pkt[1:1 + nb]
             p = 1 + nb
             row = []
@@ -348,15 +358,10 @@ class Conn:
         ncols, _ = lenenc(pkt, 0)
         cols = [c[0] for c in self._coldefs(ncols)]
         rows = []
-        while True:
-            pkt = self._read_packet()
-            if pkt[0] == 0xFE and len(pkt) < 9:
-                r.warnings, status = struct.unpack_from("<HH", pkt, 1)
-                break
-            if pkt[0] == 0xFF:
-                r.err = struct.unpack_from("<H", pkt, 1)[0]
-                r.errmsg = pkt[9:].decode("utf-8", "replace")
-                return r
+        pkts, status = self._row_packets(r)
+        if r.err is not None:
+            return r
+        for pkt in pkts:
             p = 0
             row = []
             for _ in range(ncols):

@@ -96,9 +96,6 @@ impl Source {
             self.buf.value.extend_from_slice(self.it.value());
         }
     }
-    fn capture(&mut self) {
-        self.capture_at(true);
-    }
     fn fwd_settle(&mut self) {
         let mut steps = 0;
         while self.it.valid() && self.it.seq() > self.snap {
@@ -163,11 +160,11 @@ impl Source {
                     // Many visible versions: seek to the newest one directly.
                     self.it.seek(&u, self.snap);
                     if self.it.valid() && self.it.user_key() == u.as_slice() {
-                        self.capture();
+                        self.capture_at(true);
                     }
                     break;
                 }
-                self.capture();
+                self.capture_at(true);
                 found = true;
                 self.it.prev();
                 steps += 1;

@@ -10,6 +10,20 @@ fn opts() -> DbOptions {
     }
 }
 
+/// Table files in the database directory.
+fn sst_count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sst")
+        })
+        .count()
+}
+
 fn count(db: &Db, cf: &Cf) -> usize {
     let mut t = db.begin(Isolation::RepeatableRead);
     let mut it = t.iter(cf, IterOptions::default()).unwrap();
@@ -108,21 +122,9 @@ fn dropped_cf_space_reclaimed() {
     }
     t.commit().unwrap();
     db.flush().unwrap();
-    let ssts = |p: &std::path::Path| {
-        std::fs::read_dir(p)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "sst")
-            })
-            .count()
-    };
-    assert!(ssts(d.path()) > 0);
+    assert!(sst_count(d.path()) > 0);
     db.drop_cf("big").unwrap();
-    assert_eq!(ssts(d.path()), 0);
+    assert_eq!(sst_count(d.path()), 0);
 }
 
 /// A flush writes only the versions a reader can see: the newest of each key,
@@ -190,18 +192,7 @@ fn compaction_does_not_evict_cached_blocks() {
         db.flush().unwrap();
     };
     put_all(&hot, &mut (0..2000u32));
-    let tables = || {
-        std::fs::read_dir(d.path())
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "sst")
-            })
-            .count()
-    };
+    let tables = || sst_count(d.path());
     // The hot family's blocks (~250 KB) enter the 1 MiB cache.
     let read_hot = || {
         let mut t = db.begin(Isolation::RepeatableRead);
