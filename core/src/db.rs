@@ -2184,6 +2184,9 @@ impl DbInner {
             && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+            // Fsynced groups overwrite zeros written ahead (no journal commit
+            // per fsync, see `wal::PREFILL_BYTES`).
+            wal.prefill = sync;
             // A failed append (no space, ...) is cut back off the segment by
             // the writer: these commits fail, later ones may succeed. Only a
             // failed fsync (or a cut that failed) refuses writes until reopen.
@@ -2307,13 +2310,13 @@ impl DbInner {
     }
 
     fn new_segment(&self, w: &mut WriteState) -> Result<()> {
-        let Some(old) = w.wal.as_ref() else {
+        let Some(old) = w.wal.as_mut() else {
             return Err(Error::Closed);
         };
         if old.size == 0 {
             return Ok(());
         }
-        if let Err(e) = old.sync() {
+        if let Err(e) = old.seal() {
             self.poison();
             return Err(e);
         }
@@ -2628,7 +2631,7 @@ impl DbInner {
         // Wait out an in-flight commit group, then sync.
         let mut w = self.write.lock();
         let r = match w.wal.take() {
-            Some(wal) => wal.sync(),
+            Some(mut wal) => wal.seal(),
             None => Ok(()),
         };
         *self.current_wal_file.lock() = None;
