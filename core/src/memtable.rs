@@ -262,6 +262,17 @@ impl KeyFilter {
         }
     }
 
+    /// Loads the word `user` maps to into the CPU cache (a hint, see
+    /// `Memtable::warm_inserts`).
+    fn prefetch(&self, user: &[u8]) {
+        if let Some(words) = self.tiers[self.active.load(Ordering::Acquire)].get() {
+            let (w, _) = Self::probe(user, words.len());
+            if let Some(word) = words.get(w) {
+                crate::skiplist::prefetch(word as *const AtomicU64);
+            }
+        }
+    }
+
     /// False only if `user` was never added.
     fn may_contain(&self, user: &[u8]) -> bool {
         let Some(words) = self.tiers[self.active.load(Ordering::Acquire)].get() else {
@@ -314,8 +325,15 @@ impl Memtable {
         if self.entries.load(Ordering::Relaxed) < WARM_MIN_ENTRIES {
             return;
         }
-        let probes: Vec<crate::skiplist::Probe<'_>> =
-            keys.map(|k| crate::skiplist::Probe::new(k, seq)).collect();
+        let probes: Vec<crate::skiplist::Probe<'_>> = keys
+            .map(|k| {
+                // The key filter's word too (each insert consults it).
+                if let Some(f) = &self.filter {
+                    f.prefetch(k);
+                }
+                crate::skiplist::Probe::new(k, seq)
+            })
+            .collect();
         self.map.warm_paths(&probes);
     }
 

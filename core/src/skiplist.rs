@@ -63,9 +63,10 @@ static CHUNK_POOL: Mutex<Vec<Box<[u64]>>> = Mutex::new(Vec::new());
 /// Searches `SkipList::warm_paths` interleaves.
 const WARM_PARALLEL: usize = 16;
 
-/// Asks the CPU to load the cache line at `p` (its key head) without waiting.
+/// Asks the CPU to load the cache line at `p` (a node's key head, a filter
+/// word) without waiting.
 #[inline(always)]
-fn prefetch(p: *const Node) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults, whatever the address (null included).
     unsafe {
