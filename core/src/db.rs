@@ -23,6 +23,10 @@ use std::time::Duration;
 /// Immutable memtables per column family before writers stall.
 pub(crate) const MAX_IMMS: usize = 4;
 
+/// Ops of one column family the commit leader warms and then inserts
+/// together (`Memtable::warm_inserts`).
+const WARM_RUN: usize = 64;
+
 /// A table file quarantined at open (see [`Db::quarantined_files`]).
 #[derive(Clone, Debug)]
 pub struct QuarantinedFile {
@@ -2184,6 +2188,9 @@ impl DbInner {
             && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+            // Fsynced groups overwrite zeros written ahead (no journal commit
+            // per fsync, see `wal::PREFILL_BYTES`).
+            wal.prefill = sync;
             // A failed append (no space, ...) is cut back off the segment by
             // the writer: these commits fail, later ones may succeed. Only a
             // failed fsync (or a cut that failed) refuses writes until reopen.
@@ -2211,13 +2218,30 @@ impl DbInner {
             return results;
         }
         let mut touched: Vec<Arc<CfInner>> = Vec::new();
+        let mut run: Vec<Op> = Vec::with_capacity(WARM_RUN);
         for (_, seq, ops) in accepted.iter_mut() {
-            for (cf, op, _) in ops.drain(..) {
-                // The value's buffer is shared with the write set (no copy).
-                cf.sv
-                    .read()
-                    .mem
-                    .insert_shared(&op.key, *seq, op.kind, op.value, op.crc);
+            // A commit's ops come per column family in key order: in runs of
+            // up to WARM_RUN of one family, the memtable first loads what
+            // their inserts will visit (several cache misses at once), then
+            // inserts them. (The memtable cannot be rotated meanwhile: that
+            // takes the write lock, which this leader holds.)
+            let mut it = ops.drain(..).peekable();
+            while let Some((cf, op, _)) = it.next() {
+                let mem = cf.sv.read().mem.clone();
+                run.push(op);
+                while run.len() < WARM_RUN {
+                    match it.next_if(|(c, _, _)| Arc::ptr_eq(c, &cf)) {
+                        Some((_, op, _)) => run.push(op),
+                        None => break,
+                    }
+                }
+                if run.len() > 1 {
+                    mem.warm_inserts(run.iter().map(|o| o.key.as_slice()), *seq);
+                }
+                for op in run.drain(..) {
+                    // The value's buffer is shared with the write set (no copy).
+                    mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc);
+                }
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
                 }
@@ -2307,13 +2331,13 @@ impl DbInner {
     }
 
     fn new_segment(&self, w: &mut WriteState) -> Result<()> {
-        let Some(old) = w.wal.as_ref() else {
+        let Some(old) = w.wal.as_mut() else {
             return Err(Error::Closed);
         };
         if old.size == 0 {
             return Ok(());
         }
-        if let Err(e) = old.sync() {
+        if let Err(e) = old.seal() {
             self.poison();
             return Err(e);
         }
@@ -2628,7 +2652,7 @@ impl DbInner {
         // Wait out an in-flight commit group, then sync.
         let mut w = self.write.lock();
         let r = match w.wal.take() {
-            Some(wal) => wal.sync(),
+            Some(mut wal) => wal.seal(),
             None => Ok(()),
         };
         *self.current_wal_file.lock() = None;

@@ -16,9 +16,12 @@
 //! described in `batch.rs` (commit batches, 2PC prepare / resolve records).
 //!
 //! Replay rules: in the *last* segment a partial header, a payload cut short by
-//! end-of-file, a checksum mismatch on the final record, or an all-zero tail is a
-//! torn tail: replay stops cleanly there (those commits were never
-//! acknowledged). Anything else (bad checksum followed by more data, a torn
+//! end-of-file, a checksum mismatch on the final record (the last one before
+//! end-of-file or before an all-zero tail), or an all-zero tail is a torn
+//! tail: replay stops cleanly there (those commits were never acknowledged).
+//! The segment being written may end in zeros written ahead of the appends
+//! (`PREFILL_BYTES`); a segment is cut back to its last record when it is
+//! rotated or the database closes. Anything else (bad checksum followed by more data, a torn
 //! record in a non-last segment, a zero header followed by non-zero bytes) is
 //! reported as `Error::Corruption`. Segments are fsynced when rotated, so only
 //! the last one can legitimately be torn.
@@ -237,7 +240,26 @@ pub(crate) struct WalWriter {
     /// Writeback of the segment has been started up to here (see
     /// `WRITEBACK_BYTES`).
     written_back: u64,
+    /// The file's length: `size` plus zeros written ahead (`PREFILL_BYTES`).
+    allocated: u64,
+    /// Write zeros ahead of the appends (set by the commit leader for groups
+    /// it fsyncs, see `PREFILL_BYTES`).
+    pub prefill: bool,
 }
+
+/// Zeros written ahead of the appends, in this many bytes, while commits are
+/// fsynced one group at a time (`SyncMode::Full`). On ext4 (and XFS) an
+/// `fdatasync` after an append that grew the file also commits the file
+/// system journal (new size, block allocation): two more device writes and a
+/// cache flush in every commit's wait. Over blocks already written (the
+/// zeros) it only writes the data pages and flushes, as InnoDB's
+/// preallocated redo log does. So one group per `PREFILL_BYTES` pays the
+/// journal commit (and the zeros' write) instead of every group. The segment
+/// is cut back to its records when it is rotated or the database closes; a
+/// crash leaves a zero tail, which replay reads as the end of the log
+/// (module doc). Appends of this size or more are written as they are (their
+/// own write dwarfs the journal's).
+pub(crate) const PREFILL_BYTES: u64 = 1 << 20;
 
 /// Unsynced bytes after which an append starts their writeback
 /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), like
@@ -269,7 +291,41 @@ impl WalWriter {
             size: 0,
             torn: false,
             written_back: 0,
+            allocated: 0,
+            prefill: false,
         })
+    }
+
+    /// After an append: if it went past the zeros written ahead (or there
+    /// are none), writes the next `PREFILL_BYTES` boundary's worth. Advisory
+    /// like `start_writeback`: a failed write (no space) leaves at most a
+    /// shorter zero tail, which replay reads as the end of the log.
+    fn prefill_after(&mut self, appended: u64) {
+        use std::os::unix::fs::FileExt;
+        if self.size <= self.allocated {
+            return;
+        }
+        self.allocated = self.size;
+        if !self.prefill || appended >= PREFILL_BYTES {
+            return;
+        }
+        let end = self.size.div_ceil(PREFILL_BYTES) * PREFILL_BYTES;
+        let zeros = vec![0u8; (end - self.size) as usize];
+        if self.file.write_all_at(&zeros, self.size).is_ok() {
+            self.allocated = end;
+        }
+    }
+
+    /// Cuts the zeros written ahead off the segment and fsyncs it (rotation,
+    /// close): a finished segment ends with its last record.
+    pub(crate) fn seal(&mut self) -> Result<()> {
+        if self.allocated > self.size {
+            self.file
+                .set_len(self.size)
+                .map_err(|e| Error::io(format!("truncate WAL {}", self.path.display()), e))?;
+            self.allocated = self.size;
+        }
+        self.sync()
     }
 
     /// Starts writeback of what was appended since the last call, once it
@@ -294,14 +350,22 @@ impl WalWriter {
             return Err(Error::Poisoned);
         }
         if let Err(e) = self.file.write_all_at(framed, self.size) {
-            if self.file.set_len(self.size).is_err() {
-                self.torn = true;
-            }
+            self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += framed.len() as u64;
+        self.prefill_after(framed.len() as u64);
         self.start_writeback();
         Ok(())
+    }
+
+    /// After a failed append: the file back to its records (zeros written
+    /// ahead go too: the failed write may have left bytes in them).
+    fn cut_back(&mut self) {
+        if self.file.set_len(self.size).is_err() {
+            self.torn = true;
+        }
+        self.allocated = self.size;
     }
 
     /// [`WalWriter::append`] of assembled records (large values written from
@@ -314,12 +378,11 @@ impl WalWriter {
             return Err(Error::Poisoned);
         }
         if let Err(e) = pwrite_all(&self.file, &frames.pieces(), self.size) {
-            if self.file.set_len(self.size).is_err() {
-                self.torn = true;
-            }
+            self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
         self.size += frames.len() as u64;
+        self.prefill_after(frames.len() as u64);
         self.start_writeback();
         Ok(())
     }
@@ -387,7 +450,9 @@ pub(crate) fn read_segment(
         let payload = &data[start..end];
         let got = crc32(&[&len.to_le_bytes(), payload]);
         if got != crc {
-            if end == data.len() {
+            // The last record, or one followed only by zeros written ahead
+            // (`PREFILL_BYTES`): a write the crash cut short.
+            if end == data.len() || data[end..].iter().all(|&b| b == 0) {
                 return torn(pos, "checksum mismatch on final record");
             }
             return Err(Error::ChecksumMismatch {
@@ -557,6 +622,74 @@ mod tests {
         for (a, b) in seen.iter().zip(&ops) {
             assert_eq!((a.cf, &a.key, &a.value), (b.cf, &b.key, &b.value));
         }
+    }
+
+    #[test]
+    fn prefill_zero_tail_and_seal() {
+        let d = tempfile::tempdir().unwrap();
+        let mut w = WalWriter::create(d.path(), 1).unwrap();
+        w.prefill = true;
+        let mut recs = Vec::new();
+        let mut total = 0u64;
+        // Small appends: zeros written ahead to the next MiB boundary, the
+        // file stays one MiB until an append crosses it.
+        for i in 0..3000u32 {
+            let mut buf = Vec::new();
+            let r = format!("record {i} {}", "x".repeat(i as usize % 700));
+            frame_record(&mut buf, r.as_bytes());
+            w.append(&buf).unwrap();
+            total += buf.len() as u64;
+            recs.push(r.into_bytes());
+            let len = std::fs::metadata(&w.path).unwrap().len();
+            assert_eq!(
+                len,
+                total.div_ceil(PREFILL_BYTES) * PREFILL_BYTES,
+                "after {i}"
+            );
+        }
+        assert!(total > PREFILL_BYTES, "crossed a boundary: {total}");
+        w.sync().unwrap();
+        // A crash here leaves the zero tail: the records, then the end.
+        assert_eq!(read_all(&w.path, true).unwrap(), recs);
+        // A torn last record (its second half still zeros) before the tail.
+        let mut data = std::fs::read(&w.path).unwrap();
+        let n = total as usize;
+        let last = recs.last().unwrap().len();
+        data[n - last / 2..n].fill(0);
+        let torn = d.path().join("000002.wal");
+        std::fs::write(&torn, &data).unwrap();
+        assert_eq!(read_all(&torn, true).unwrap(), recs[..recs.len() - 1]);
+        assert!(read_all(&torn, false).unwrap_err().is_corruption());
+        // The same damage with a record after it is corruption.
+        data[n + 100] = 1;
+        std::fs::write(&torn, &data).unwrap();
+        assert!(read_all(&torn, true).unwrap_err().is_corruption());
+        // A large append is written as it is (no zeros after it).
+        let mut big = Vec::new();
+        frame_record(&mut big, &vec![7u8; PREFILL_BYTES as usize]);
+        w.append(&big).unwrap();
+        total += big.len() as u64;
+        assert_eq!(std::fs::metadata(&w.path).unwrap().len(), total);
+        // Without prefill (relaxed groups) the file grows with the records.
+        w.prefill = false;
+        w.append(&buf_of(b"tail")).unwrap();
+        total += buf_of(b"tail").len() as u64;
+        assert_eq!(std::fs::metadata(&w.path).unwrap().len(), total);
+        w.prefill = true;
+        w.append(&buf_of(b"more")).unwrap();
+        total += buf_of(b"more").len() as u64;
+        assert!(std::fs::metadata(&w.path).unwrap().len() > total);
+        // Sealed (rotation, close): cut back to the last record, which a
+        // non-final segment must end with.
+        w.seal().unwrap();
+        assert_eq!(std::fs::metadata(&w.path).unwrap().len(), total);
+        assert_eq!(read_all(&w.path, false).unwrap().len(), recs.len() + 3);
+    }
+
+    fn buf_of(r: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        frame_record(&mut b, r);
+        b
     }
 
     #[test]
