@@ -221,6 +221,11 @@ int ha_tidesdb::open(const char *name, int, uint) {
                                               table->key_info[table->s->primary_key]
                                                   .user_defined_key_parts);
   ref_length = m_pk_len;
+  /* A table scan reads the primary key's family in key order (as InnoDB's
+     clustered index does): UPDATE/DELETE plans then see which key a scan uses,
+     so an UPDATE of the primary key reads its rows first ("Using buffer"),
+     the same plan, warnings and errors as InnoDB. */
+  key_used_on_scan = m_hidden_pk ? MAX_KEY : table->s->primary_key;
   m_scratch_rec = (uchar *)my_malloc(PSI_NOT_INSTRUMENTED, table->s->rec_buff_length,
                                      MYF(MY_WME | MY_ZEROFILL));
   if (!m_scratch_rec) return HA_ERR_OUT_OF_MEM;

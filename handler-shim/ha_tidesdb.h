@@ -93,6 +93,7 @@ public:
   void update_create_info(HA_CREATE_INFO *info) override;
 
   /* ---- in-place ALTER TABLE (inplace_alter.cc) ---- */
+  bool can_convert_nocopy(const Field &field, const Column_definition &new_type) const override;
   enum_alter_inplace_result check_if_supported_inplace_alter(
       TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
   bool prepare_inplace_alter_table(TABLE *altered_table,

@@ -43,7 +43,8 @@ using namespace tidesdb;
 static const alter_table_operations METADATA_ONLY =
     ALTER_COLUMN_NAME | ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_INDEX_COMMENT |
     ALTER_RENAME_INDEX | ALTER_INDEX_IGNORABILITY | ALTER_RENAME | ALTER_INDEX_ORDER |
-    ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX;
+    ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX |
+    ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE /* only what can_convert_nocopy allows */;
 
 static const alter_table_operations ADD_INDEX =
     ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX;
@@ -68,6 +69,24 @@ public:
     if (build) tdb_index_build_free(build);
   }
 };
+
+/* A VARCHAR made longer keeps its stored bytes: a row stores a VARCHAR as
+   Field::pack() does, a length prefix (1 byte up to 255 bytes of column length,
+   2 above) and the bytes. So with the same prefix size, character set and
+   collation, old rows read as they are, and the ALTER is instant (as on InnoDB).
+   Not for key columns: an index entry's encoding depends on the key part's
+   length. Anything else (a shorter VARCHAR, another type, NULL-ability) copies. */
+bool ha_tidesdb::can_convert_nocopy(const Field &field, const Column_definition &new_type) const {
+  if (field.real_type() != MYSQL_TYPE_VARCHAR ||
+      new_type.type_handler()->real_field_type() != MYSQL_TYPE_VARCHAR)
+    return false;
+  if ((field.flags & PART_KEY_FLAG) || field.compression_method() ||
+      new_type.compression_method() || new_type.charset != field.charset())
+    return false;
+  const Field_varstring &old_type = static_cast<const Field_varstring &>(field);
+  uint new_prefix = new_type.length > 255 ? 2 : 1;
+  return new_type.length >= field.field_length && new_prefix == old_type.length_bytes;
+}
 
 /* Offset of a field's NULL bit in its table's record, or -1. */
 static long null_offset(TABLE *t, Field *f) { return f->null_ptr ? (long)(f->null_ptr - t->record[0]) : -1; }

@@ -2621,7 +2621,7 @@ impl DbInner {
                     continue;
                 }
             }
-            n += f.table.approx_entries_in_range(start, end);
+            n += Table::entries_in_range(&f.table, start, end);
         }
         n
     }
