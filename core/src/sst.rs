@@ -1010,6 +1010,9 @@ impl Table {
         let Some(file) = &self.file else {
             return Err(self.broken_error());
         };
+        // Reads and scans are timed (compaction inputs, read with `fill`
+        // off, are not): compaction is paced while they wait on the disk.
+        let t = fill.then(std::time::Instant::now);
         let raw = read_raw_block_with(
             file,
             self.direct.as_ref().map(|(f, d)| (f, &**d)),
@@ -1017,6 +1020,9 @@ impl Table {
             h,
             self.size,
         )?;
+        if let Some(t) = t {
+            self.cache.note_table_read(t.elapsed());
+        }
         let b = Arc::new(RawBlock::new(raw, &self.path, h.off)?);
         if fill {
             self.cache.insert(self.file_no, h.off, b.clone());
