@@ -8,6 +8,10 @@
 //!   with no overlap below is moved by a manifest edit only.
 //! * Writers are slowed (1 ms per commit group) at `L0_SLOWDOWN` L0 files and
 //!   stalled at `L0_STOP`.
+//! * Background jobs are paced (`pacer.rs`) while reads wait on the disk and
+//!   no write waits for compaction; never from `pacer::L0_PACE_MAX` L0 files.
+//!   Inputs are read by a `sst::ChunkReader` of their own (1 MiB reads, no
+//!   kernel readahead) and do not fill the block cache.
 //! * Garbage collection is snapshot aware: versions of a key are grouped in
 //!   "stripes" by the live snapshots (plus "latest"); only the newest version
 //!   of each stripe is kept. A tombstone is dropped when it is the oldest kept
