@@ -96,9 +96,9 @@ pub(crate) struct BlockCache {
     /// Per database, unlike the process-wide hit / miss counters: it is the
     /// figure a point read's disk cost is checked with.
     pub(crate) table_block_reads: AtomicU64,
-    /// Those of them that took `pacer::DISK_READ` or longer (waited on the
-    /// disk, not served by the OS page cache): compaction is paced while
-    /// this moves.
+    /// Those of them that waited on the disk (not all in the OS page cache,
+    /// see `fsutil::read_at_noting_disk`): compaction is paced while this
+    /// moves.
     pub(crate) table_disk_reads: AtomicU64,
 }
 
@@ -258,10 +258,11 @@ impl BlockCache {
         }
     }
 
-    /// A read or scan read a table block from its file in `took`.
-    pub(crate) fn note_table_read(&self, took: std::time::Duration) {
+    /// A read or scan read a table block from its file; `waited`: the
+    /// bytes were not all in the OS page cache.
+    pub(crate) fn note_table_read(&self, waited: bool) {
         self.table_block_reads.fetch_add(1, Ordering::Relaxed);
-        if took >= crate::pacer::DISK_READ {
+        if waited {
             self.table_disk_reads.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -102,8 +102,8 @@ pub struct Metrics {
     /// files (block cache misses; not compaction inputs). A point read that
     /// misses the cache costs one (plus one per bloom false positive).
     pub table_block_reads: u64,
-    /// Those of them that waited on the disk (took 50 us or more; the rest
-    /// came from the OS page cache).
+    /// Those of them that waited on the disk (not all in the OS page cache;
+    /// `preadv2(RWF_NOWAIT)` tells).
     pub table_disk_reads: u64,
     /// Milliseconds background compactions of this database waited for
     /// their pace (`Db::set_compaction_rate`).

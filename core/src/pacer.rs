@@ -12,11 +12,16 @@
 //! [`Pacer::pace`] with the bytes it merged, and is held to `rate` bytes per
 //! second only while all of these hold:
 //!
-//! * **reads wait on the disk:** a read or scan read a table block from a
-//!   file, and that read took at least [`DISK_READ`], within the last
-//!   [`READ_WINDOW`] (reads served by the OS page cache take a few
-//!   microseconds and do not compete with compaction for the disk, so a
-//!   compaction with only such readers, or none, runs unpaced);
+//! * **reads wait on the disk:** a read or scan read a table block that was
+//!   not in the OS page cache within the last [`READ_WINDOW`] (a block read
+//!   first tries `preadv2(RWF_NOWAIT)`, which refuses to wait for I/O; where
+//!   the file system does not support it, a read taking [`DISK_READ`] or
+//!   more counts). Reads served by the page cache do not compete with
+//!   compaction for the disk, so with only such readers, or none, it runs
+//!   unpaced. (A timing threshold alone took page cache reads of a thread
+//!   preempted on a busy machine for disk reads, and paced the compaction
+//!   during page-cache-bound workloads: core-bench `scan` read 8 sources
+//!   instead of 2 because the debt lived on);
 //! * **the debt is small:** the family has fewer than [`L0_PACE_MAX`] L0
 //!   files (well below `L0_SLOWDOWN` = 12, where writers are slowed);
 //! * **no write waits:** no memtable flush finished, no writer was slowed or
@@ -45,8 +50,8 @@ pub(crate) const L0_PACE_MAX: usize = 8;
 /// A flush or a write stall this recent means writes depend on compaction.
 pub(crate) const WRITE_QUIET: Duration = Duration::from_secs(5);
 
-/// A table block read taking this long waited on the disk (a page cache hit
-/// takes a few microseconds).
+/// Where `RWF_NOWAIT` is refused: a table block read taking this long
+/// waited on the disk (a page cache hit takes a few microseconds).
 pub(crate) const DISK_READ: Duration = Duration::from_micros(50);
 
 /// A read that waited on the disk this recently makes compaction paced.

@@ -1095,22 +1095,43 @@ impl Table {
         let Some(file) = &self.file else {
             return Err(self.broken_error());
         };
-        // Reads and scans are timed (compaction inputs, read with `fill`
-        // off, are not): compaction is paced while they wait on the disk.
-        let t = fill.then(std::time::Instant::now);
         let raw = match own {
             Some(r) => r.block(&self.path, h, self.size)?,
-            None => read_raw_block_with(
-                file,
-                self.direct.as_ref().map(|(f, d)| (f, &**d)),
-                &self.path,
-                h,
-                self.size,
-            )?,
+            // A read or scan through the page cache: whether it waited on
+            // the disk is noted (compaction is paced while they do).
+            None if fill && self.direct.is_none() => {
+                if h.len > MAX_BLOCK || h.off.saturating_add(h.len + TRAILER as u64) > self.size {
+                    return Err(Error::corruption(
+                        &self.path,
+                        h.off,
+                        "block handle out of range",
+                    ));
+                }
+                let (buf, waited) = crate::fsutil::read_at_noting_disk(
+                    file,
+                    h.off,
+                    h.len as usize + TRAILER,
+                    &self.path,
+                    crate::pacer::DISK_READ,
+                )?;
+                self.cache.note_table_read(waited);
+                check_block(buf, &self.path, h)?
+            }
+            None => {
+                let raw = read_raw_block_with(
+                    file,
+                    self.direct.as_ref().map(|(f, d)| (f, &**d)),
+                    &self.path,
+                    h,
+                    self.size,
+                )?;
+                if fill {
+                    // O_DIRECT: always from the disk.
+                    self.cache.note_table_read(true);
+                }
+                raw
+            }
         };
-        if let Some(t) = t {
-            self.cache.note_table_read(t.elapsed());
-        }
         let b = Arc::new(RawBlock::new(raw, &self.path, h.off)?);
         if fill {
             self.cache.insert(self.file_no, h.off, b.clone());
