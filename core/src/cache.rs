@@ -17,7 +17,7 @@ use crate::sst::RawBlock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Most shards (lock striping for many threads).
@@ -91,6 +91,15 @@ pub(crate) struct BlockCache {
     shards: Vec<Mutex<Shard>>,
     /// Byte cap of each shard; changed at run time by `set_capacity`.
     cap_per_shard: AtomicUsize,
+    /// Data blocks the database's reads and scans read from table files
+    /// (cache misses and uncached reads; compaction inputs are not counted).
+    /// Per database, unlike the process-wide hit / miss counters: it is the
+    /// figure a point read's disk cost is checked with.
+    pub(crate) table_block_reads: AtomicU64,
+    /// Those of them that waited on the disk (not all in the OS page cache,
+    /// see `fsutil::read_at_noting_disk`): compaction is paced while this
+    /// moves.
+    pub(crate) table_disk_reads: AtomicU64,
 }
 
 impl BlockCache {
@@ -107,6 +116,8 @@ impl BlockCache {
                 })
                 .collect(),
             cap_per_shard: AtomicUsize::new(capacity / nshards),
+            table_block_reads: AtomicU64::new(0),
+            table_disk_reads: AtomicU64::new(0),
         }
     }
 
@@ -244,6 +255,15 @@ impl BlockCache {
                 }
             }
             drop(evicted);
+        }
+    }
+
+    /// A read or scan read a table block from its file; `waited`: the
+    /// bytes were not all in the OS page cache.
+    pub(crate) fn note_table_read(&self, waited: bool) {
+        self.table_block_reads.fetch_add(1, Ordering::Relaxed);
+        if waited {
+            self.table_disk_reads.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -8,6 +8,10 @@
 //!   with no overlap below is moved by a manifest edit only.
 //! * Writers are slowed (1 ms per commit group) at `L0_SLOWDOWN` L0 files and
 //!   stalled at `L0_STOP`.
+//! * Background jobs are paced (`pacer.rs`) while reads wait on the disk and
+//!   no write waits for compaction; never from `pacer::L0_PACE_MAX` L0 files.
+//!   Inputs are read by a `sst::ChunkReader` of their own (1 MiB reads, no
+//!   kernel readahead) and do not fill the block cache.
 //! * Garbage collection is snapshot aware: versions of a key are grouped in
 //!   "stripes" by the live snapshots (plus "latest"); only the newest version
 //!   of each stripe is kept. A tombstone is dropped when it is the oldest kept
@@ -38,6 +42,9 @@ use std::time::Duration;
 pub(crate) const L0_TRIGGER: usize = 4;
 pub(crate) const L0_SLOWDOWN: usize = 12;
 pub(crate) const L0_STOP: usize = 20;
+
+/// Bytes a paced compaction merges between calls to the pacer.
+const PACE_STEP: u64 = 64 << 10;
 
 struct Job {
     level: usize,
@@ -232,7 +239,9 @@ impl DbInner {
                 None => return Ok(false),
             },
         };
-        self.run_job(cf, &sv.levels, job)?;
+        // A background job: paced while readers wait on the disk and no
+        // write waits for it (pacer.rs).
+        self.run_job(cf, &sv.levels, job, true)?;
         Ok(true)
     }
 
@@ -356,6 +365,8 @@ impl DbInner {
     pub(crate) fn gc_value_log(&self, cf: &Arc<CfInner>, permille: Option<u64>) -> Result<usize> {
         let mut n = 0;
         loop {
+            // A background job holding the lock runs unpaced from now on.
+            self.pacer.urge();
             let _g = cf.compaction_lock.lock();
             if cf.dropped.load(Ordering::Acquire) {
                 return Ok(n);
@@ -364,7 +375,7 @@ impl DbInner {
             let Some(job) = self.pick_gc(cf, &sv.levels, permille)? else {
                 return Ok(n);
             };
-            self.run_job(cf, &sv.levels, job)?;
+            self.run_job(cf, &sv.levels, job, false)?;
             n += 1;
         }
     }
@@ -381,6 +392,8 @@ impl DbInner {
         end: Option<&[u8]>,
         gc_permille: Option<u64>,
     ) -> Result<()> {
+        // A background job holding the lock runs unpaced from now on.
+        self.pacer.urge();
         let _g = cf.compaction_lock.lock();
         let sv = cf.current();
         let overlaps = |f: &FileHandle, lo: Option<&[u8]>, hi: Option<&[u8]>| {
@@ -434,10 +447,13 @@ impl DbInner {
                 trivial_move: false,
                 gc_permille,
             },
+            false,
         )
     }
 
-    fn run_job(&self, cf: &Arc<CfInner>, lv: &Levels, job: Job) -> Result<()> {
+    /// Runs `job`; `paced`: a background job, held to the pacer's rate while
+    /// nothing waits for it (manual compactions are never paced).
+    fn run_job(&self, cf: &Arc<CfInner>, lv: &Levels, job: Job, paced: bool) -> Result<()> {
         let mut edit = Vec::new();
         let mut outputs: Vec<Arc<FileHandle>> = Vec::new();
         let mut vd = VlogDelta::default();
@@ -461,7 +477,7 @@ impl DbInner {
                 .flatten()
                 .all(|f| f.meta.largest < lo || f.meta.smallest > hi);
             let relocate = self.gc_candidates(cf, job.gc_permille);
-            (outputs, vd) = self.merge_files(cf, lv, &job.inputs, bottommost, &relocate)?;
+            (outputs, vd) = self.merge_files(cf, lv, &job.inputs, bottommost, &relocate, paced)?;
         }
         if let Some((vf, size)) = &vd.new_file {
             edit.push(EditOp::VlogAdd {
@@ -561,6 +577,7 @@ impl DbInner {
         inputs: &[Arc<FileHandle>],
         bottommost: bool,
         relocate: &BTreeSet<u64>,
+        paced: bool,
     ) -> Result<(Vec<Arc<FileHandle>>, VlogDelta)> {
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let mut vo = crate::vlog::VlogOut::new(&self.dir, &alloc, None);
@@ -659,6 +676,13 @@ impl DbInner {
             Ok(())
         };
 
+        // Bytes merged since the last call to the pacer.
+        let mut unpaced = 0u64;
+        let probe = crate::pacer::Probe {
+            l0_files: &|| cf.current().levels.levels[0].len(),
+            disk_reads: &|| self.cache.table_disk_reads.load(Ordering::Relaxed),
+            stop: &|| self.is_shutdown(),
+        };
         let result = (|| -> Result<()> {
             loop {
                 if self.is_shutdown() {
@@ -666,6 +690,14 @@ impl DbInner {
                 }
                 let Some(i) = m.current() else { break };
                 let it = &m.its[i];
+                if paced {
+                    // Entry size as stored (key, trailer, value, ~3 B of lengths).
+                    unpaced += (it.user_key().len() + it.value().len() + 11) as u64;
+                    if unpaced >= PACE_STEP {
+                        self.pacer.pace(unpaced, &probe);
+                        unpaced = 0;
+                    }
+                }
                 if !have_key || it.user_key() != cur_user.as_slice() {
                     if have_key {
                         let u = std::mem::take(&mut cur_user);

@@ -344,6 +344,8 @@ pub(crate) struct DbInner {
     pub dio: Option<Arc<crate::fsutil::DirectIo>>,
     /// Garbage ratio (per mille) at which a value log file is collected.
     pub vlog_gc_permille: AtomicU64,
+    /// Rate limit of background compaction while no write waits for it.
+    pub pacer: crate::pacer::Pacer,
 }
 
 /// Default garbage ratio at which a value log file's live values are
@@ -606,6 +608,15 @@ impl Db {
         self.inner()
             .vlog_gc_permille
             .store((r * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes per second a background compaction may merge while reads wait
+    /// on the disk and no write waits for it (default
+    /// [`crate::DEFAULT_COMPACTION_RATE`]; 0 = never paced). Without readers
+    /// going to disk, from 8 L0 files on, and for 5 s after a flush or a
+    /// write stall, compaction runs unpaced; see `pacer.rs`.
+    pub fn set_compaction_rate(&self, bytes_per_sec: u64) {
+        self.inner().pacer.set_rate(bytes_per_sec);
     }
 
     /// Runs value log garbage collection of `cf` now (the compaction threads
@@ -1012,6 +1023,7 @@ impl DbInner {
             ),
             dio,
             vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
+            pacer: crate::pacer::Pacer::new(crate::pacer::DEFAULT_COMPACTION_RATE),
         });
         // Recovered prepared transactions: registered, keys locked.
         {
@@ -2073,6 +2085,7 @@ impl DbInner {
                 return group.iter().map(|_| Err(e.duplicate())).collect();
             }
             crate::metrics::WRITE_STALLS.inc();
+            self.pacer.urge();
             self.request_flush();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
         }
@@ -2083,6 +2096,7 @@ impl DbInner {
         });
         if slow {
             crate::metrics::WRITE_SLOWDOWNS.inc();
+            self.pacer.urge();
             self.bg_notify();
             self.stall_cv.wait_for(&mut w, Duration::from_millis(1));
         }
@@ -2491,6 +2505,8 @@ impl DbInner {
             });
         }
         crate::metrics::MEMTABLE_FLUSHES.inc();
+        // Writes are coming in: compaction keeps up with them unpaced.
+        self.pacer.urge();
         self.stall_cv.notify_all();
         self.bg_notify();
         Ok(true)

@@ -189,6 +189,54 @@ pub(crate) fn read_at_range(
     Ok((buf, 0..len))
 }
 
+/// As [`read_at`] (without `O_DIRECT`), and whether the read waited on the
+/// disk: it first asks for the bytes with `preadv2(RWF_NOWAIT)`, which
+/// fails with `EAGAIN` (or returns short) instead of starting I/O when they
+/// are not all in the page cache; the rest is then read as usual. Where the
+/// file system refuses `RWF_NOWAIT`, a read taking `slow` or more counts as
+/// one that waited.
+pub(crate) fn read_at_noting_disk(
+    file: &File,
+    off: u64,
+    len: usize,
+    path: &Path,
+    slow: std::time::Duration,
+) -> Result<(Vec<u8>, bool)> {
+    use std::os::unix::io::AsRawFd;
+    let rerr = |e| Error::io(format!("read {}", path.display()), e);
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    let start = std::time::Instant::now();
+    let mut nowait_ok = true;
+    if let Ok(o) = libc::off_t::try_from(off) {
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: len,
+        };
+        // SAFETY: the iovec covers the vector's capacity; the fd is valid.
+        let r = unsafe { libc::preadv2(file.as_raw_fd(), &iov, 1, o, libc::RWF_NOWAIT) };
+        if r > 0 {
+            // SAFETY: the kernel initialised the first `r <= len` bytes.
+            unsafe { buf.set_len(r as usize) };
+            if r as usize == len {
+                return Ok((buf, false));
+            }
+        } else if r < 0 {
+            let e = std::io::Error::last_os_error();
+            nowait_ok = e.raw_os_error() == Some(libc::EAGAIN);
+        }
+    }
+    while buf.len() < len {
+        let got = buf.len();
+        let n = pread_uninit(file, &mut buf, got, len - got, off + got as u64).map_err(rerr)?;
+        if n == 0 {
+            return Err(rerr(std::io::Error::from(
+                std::io::ErrorKind::UnexpectedEof,
+            )));
+        }
+    }
+    Ok((buf, nowait_ok || start.elapsed() >= slow))
+}
+
 /// As [`read_at_range`], the bytes in a vector of their own.
 pub(crate) fn read_at(
     file: &File,
@@ -221,5 +269,51 @@ pub(crate) fn start_writeback(f: &File, off: u64, len: u64) {
             len as libc::off64_t,
             libc::SYNC_FILE_RANGE_WRITE,
         );
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A read served by the page cache reports no disk wait and the right
+    /// bytes; after the file is evicted (where the file system evicts: not
+    /// tmpfs) the same read reports one.
+    #[test]
+    fn read_noting_disk_tells_page_cache_from_disk() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..64 << 10).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let f = File::open(&p).unwrap();
+        f.sync_all().unwrap();
+        let slow = Duration::from_secs(3600);
+        let (b, _) = read_at_noting_disk(&f, 8192, 5000, &p, slow).unwrap();
+        let (b2, waited) = read_at_noting_disk(&f, 8192, 5000, &p, slow).unwrap();
+        assert_eq!(b, &data[8192..13192]);
+        assert_eq!(b2, b);
+        assert!(!waited, "a page cache hit counted as a disk read");
+        // Whether this file system takes RWF_NOWAIT (else timing decides).
+        let mut one = [0u8; 1];
+        let iov = libc::iovec {
+            iov_base: one.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        // SAFETY: one-byte buffer; the fd is valid.
+        let nowait = unsafe { libc::preadv2(f.as_raw_fd(), &iov, 1, 0, libc::RWF_NOWAIT) } == 1;
+        // SAFETY: plain syscall on a descriptor we own.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let (b3, waited) = read_at_noting_disk(&f, 8192, 5000, &p, slow).unwrap();
+        assert_eq!(b3, b);
+        let fs_evicts = std::fs::read_to_string("/proc/mounts").is_ok_and(|m| {
+            !m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("/tmp") && l.contains("tmpfs"))
+        });
+        if nowait && fs_evicts && std::env::temp_dir() == Path::new("/tmp") {
+            assert!(waited, "a read after eviction counted as a page cache hit");
+        }
     }
 }

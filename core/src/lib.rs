@@ -31,6 +31,9 @@ mod manifest;
 mod memtable;
 mod metrics;
 mod options;
+mod pacer;
+#[cfg(test)]
+mod read_cost_tests;
 mod skiplist;
 mod spill;
 mod sst;
@@ -46,6 +49,7 @@ pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
 };
+pub use pacer::DEFAULT_COMPACTION_RATE;
 pub use txn::{GapLocker, Savepoint, Txn, TxnIter};
 
 #[cfg(test)]

@@ -98,6 +98,16 @@ pub struct Metrics {
     /// Bytes the compaction still has to rewrite to bring every level under its
     /// target (gauge, an estimate).
     pub pending_compaction_bytes: u64,
+    /// Data blocks that reads and scans of this database read from table
+    /// files (block cache misses; not compaction inputs). A point read that
+    /// misses the cache costs one (plus one per bloom false positive).
+    pub table_block_reads: u64,
+    /// Those of them that waited on the disk (not all in the OS page cache;
+    /// `preadv2(RWF_NOWAIT)` tells).
+    pub table_disk_reads: u64,
+    /// Milliseconds background compactions of this database waited for
+    /// their pace (`Db::set_compaction_rate`).
+    pub compaction_paced_millis: u64,
 }
 
 impl Metrics {
@@ -129,6 +139,9 @@ impl crate::db::DbInner {
         let mut m = Metrics::counters();
         m.wal_syncs = self.wal_syncs.load(Ordering::Relaxed);
         m.block_cache_bytes = self.cache.bytes() as u64;
+        m.table_block_reads = self.cache.table_block_reads.load(Ordering::Relaxed);
+        m.table_disk_reads = self.cache.table_disk_reads.load(Ordering::Relaxed);
+        m.compaction_paced_millis = self.pacer.slept_ms();
         let cfs: Vec<_> = self.cfs.read().values().cloned().collect();
         for cf in cfs {
             let sv = cf.current();
