@@ -398,14 +398,17 @@ def bench_inserts(srv, P, out):
         admin.close()
 
 
-def run_inserts(srv, P, eng, t):
-    c = Conn(srv.sock, "bench")
+def start_inserters(sock, eng, t, warm, nth, per):
+    """Table t of the insert workload (warm rows in it), and nth client threads
+    each waiting at the barrier to run per autocommit INSERTs; returns
+    (c, conns, threads, barrier, errs): release them with barrier.wait().
+    Shared with scripts/ins_probe.py."""
+    c = Conn(sock, "bench")
     q(c, "DROP TABLE IF EXISTS %s" % t)
     q(c, "CREATE TABLE %s (c1 INT AUTO_INCREMENT PRIMARY KEY, c2 CHAR(100)) ENGINE=%s" % (t, eng))
-    for _ in range(P["ins_warm"]):
+    for _ in range(warm):
         q(c, "INSERT INTO %s VALUES(NULL, 'xxxxxxxxxx')" % t)
-    nth, per = P["ins_threads"], P["ins_per_thread"]
-    conns = [Conn(srv.sock, "bench") for _ in range(nth)]
+    conns = [Conn(sock, "bench") for _ in range(nth)]
     barrier = threading.Barrier(nth + 1)
     errs = []
 
@@ -420,6 +423,12 @@ def run_inserts(srv, P, eng, t):
     ths = [threading.Thread(target=worker, args=(cn,)) for cn in conns]
     for th in ths:
         th.start()
+    return c, conns, ths, barrier, errs
+
+
+def run_inserts(srv, P, eng, t):
+    nth, per = P["ins_threads"], P["ins_per_thread"]
+    c, conns, ths, barrier, errs = start_inserters(srv.sock, eng, t, P["ins_warm"], nth, per)
     barrier.wait()
     t0 = time.perf_counter()
     for th in ths:

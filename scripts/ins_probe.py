@@ -19,11 +19,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mariadb_client import Conn  # noqa: E402
+import bench  # noqa: E402
 
 DUR = {
     "full": ["SET GLOBAL innodb_flush_log_at_trx_commit = 1", "SET GLOBAL tidesdb_sync_mode = 'FULL'"],
@@ -46,27 +46,8 @@ def status(c):
 
 
 def run(sock, eng, threads, per, warm):
-    c = Conn(sock, "bench")
     t = "insp_" + eng.lower()
-    q(c, "DROP TABLE IF EXISTS %s" % t)
-    q(c, "CREATE TABLE %s (c1 INT AUTO_INCREMENT PRIMARY KEY, c2 CHAR(100)) ENGINE=%s" % (t, eng))
-    for _ in range(warm):
-        q(c, "INSERT INTO %s VALUES(NULL, 'xxxxxxxxxx')" % t)
-    conns = [Conn(sock, "bench") for _ in range(threads)]
-    barrier = threading.Barrier(threads + 1)
-    errs = []
-
-    def worker(cn):
-        barrier.wait()
-        for _ in range(per):
-            r = cn.query("INSERT INTO %s VALUES(NULL, 'xxxxxxxxxx')" % t)
-            if r.err is not None:
-                errs.append(r.show())
-                return
-
-    ths = [threading.Thread(target=worker, args=(cn,)) for cn in conns]
-    for th in ths:
-        th.start()
+    c, conns, ths, barrier, errs = bench.start_inserters(sock, eng, t, warm, threads, per)
     return c, t, conns, ths, barrier, errs
 
 

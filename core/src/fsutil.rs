@@ -175,18 +175,26 @@ pub(crate) fn read_at_range(
             }
         }
     }
-    let rerr = |e| Error::io(format!("read {}", path.display()), e);
     let mut buf = Vec::with_capacity(len);
+    fill_from(file, &mut buf, len, off, path)?;
+    Ok((buf, 0..len))
+}
+
+/// Reads into `buf` (which holds the first `buf.len()` bytes of the range
+/// already) until it holds the `len` bytes at `off`; a file that ends first
+/// is an error.
+fn fill_from(file: &File, buf: &mut Vec<u8>, len: usize, off: u64, path: &Path) -> Result<()> {
+    let rerr = |e| Error::io(format!("read {}", path.display()), e);
     while buf.len() < len {
         let got = buf.len();
-        let n = pread_uninit(file, &mut buf, got, len - got, off + got as u64).map_err(rerr)?;
+        let n = pread_uninit(file, buf, got, len - got, off + got as u64).map_err(rerr)?;
         if n == 0 {
             return Err(rerr(std::io::Error::from(
                 std::io::ErrorKind::UnexpectedEof,
             )));
         }
     }
-    Ok((buf, 0..len))
+    Ok(())
 }
 
 /// As [`read_at`] (without `O_DIRECT`), and whether the read waited on the
@@ -203,7 +211,6 @@ pub(crate) fn read_at_noting_disk(
     slow: std::time::Duration,
 ) -> Result<(Vec<u8>, bool)> {
     use std::os::unix::io::AsRawFd;
-    let rerr = |e| Error::io(format!("read {}", path.display()), e);
     let mut buf: Vec<u8> = Vec::with_capacity(len);
     let start = std::time::Instant::now();
     let mut nowait_ok = true;
@@ -225,15 +232,7 @@ pub(crate) fn read_at_noting_disk(
             nowait_ok = e.raw_os_error() == Some(libc::EAGAIN);
         }
     }
-    while buf.len() < len {
-        let got = buf.len();
-        let n = pread_uninit(file, &mut buf, got, len - got, off + got as u64).map_err(rerr)?;
-        if n == 0 {
-            return Err(rerr(std::io::Error::from(
-                std::io::ErrorKind::UnexpectedEof,
-            )));
-        }
-    }
+    fill_from(file, &mut buf, len, off, path)?;
     Ok((buf, nowait_ok || start.elapsed() >= slow))
 }
 

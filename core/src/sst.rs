@@ -45,9 +45,9 @@
 //! 0x5449_4445_5353_5431` ("TIDESST1").
 
 use crate::cache::BlockCache;
-use crate::iter::InternalIterator;
 use crate::coding::{crc32, put_u32, put_u64, put_varint, u32_at, u64_at, Reader};
 use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
 use crate::key::{compare_parts, decode_ikey, encode_ikey, Kind};
 use crate::options::Compression;
 use std::cmp::Ordering;
@@ -1203,7 +1203,11 @@ impl Table {
     /// every range used to be estimated as the whole table and the optimizer
     /// chose a table scan where InnoDB, which counts a small range in its leaf
     /// pages, uses the index (random-diff seed 352).
-    pub(crate) fn entries_in_range(t: &Arc<Table>, start: Option<&[u8]>, end: Option<&[u8]>) -> u64 {
+    pub(crate) fn entries_in_range(
+        t: &Arc<Table>,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> u64 {
         let (first, last) = t.block_span(start, end);
         if last <= first {
             return 0;
@@ -1217,7 +1221,7 @@ impl Table {
             None => it.seek_to_first(),
         }
         let mut n = 0u64;
-        while it.valid() && end.is_none_or(|e| it.user_key() < e) {
+        while it.valid() && end.map_or(true, |e| it.user_key() < e) {
             n += 1;
             it.next();
         }

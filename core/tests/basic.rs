@@ -230,7 +230,8 @@ fn small_ranges_in_table_files_are_counted() {
     // A wide range of a large table is still estimated from the index.
     let mut t = db.begin(Isolation::RepeatableRead);
     for i in 0..20_000u32 {
-        t.put(&cf, format!("k{i:06}").as_bytes(), &[7u8; 100]).unwrap();
+        t.put(&cf, format!("k{i:06}").as_bytes(), &[7u8; 100])
+            .unwrap();
     }
     t.commit().unwrap();
     db.flush().unwrap();
