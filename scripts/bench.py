@@ -39,8 +39,12 @@ import bench_fulltext  # noqa: E402
 import bench_iibench  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
-LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks"}
-COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868"}
+LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
+COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMORY": "#8c8c8c", "BLACKHOLE": "#333333"}
+# Floors of the insert workload: the same statements on engines that keep rows in
+# memory only (MEMORY) or nothing at all (BLACKHOLE): what the server, the
+# protocol and the clients cost without a storage engine's work.
+FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
 
@@ -66,6 +70,7 @@ PROFILES = {
 
 CACHE = "256M"
 BASE_CNF = """plugin-load-add = ha_rocksdb.so
+plugin-load-add = ha_blackhole.so
 max_allowed_packet = 256M
 # equal caches
 innodb_buffer_pool_size = {c}
@@ -394,6 +399,15 @@ def bench_inserts(srv, P, out):
                 log("inserts %-8s %-7s durability: %8.0f ops/s" % (LABEL[eng], dur, ops))
         for s in DURABILITY["relaxed"]:
             q(admin, s)
+        for eng in FLOORS:
+            try:
+                ops = run_inserts(srv, P, eng, "ins_" + eng.lower())
+            except Exception as ex:
+                problem("concurrent inserts on %s (floor): %s" % (eng, ex))
+                continue
+            res.setdefault("floors", {})[LABEL[eng]] = ops
+            rec("concurrent_inserts", eng, "10x1000_autocommit/floor", "ops/s", ops, "ops/s")
+            log("inserts %-9s floor:               %8.0f ops/s" % (LABEL[eng], ops))
     finally:
         admin.close()
 
@@ -439,7 +453,7 @@ def run_inserts(srv, P, eng, t):
     if errs:
         raise RuntimeError("%d insert errors, first: %s" % (len(errs), errs[0]))
     r = q(c, "SELECT COUNT(*), COUNT(DISTINCT c1) FROM %s" % t)
-    want = P["ins_warm"] + nth * per
+    want = 0 if eng == "BLACKHOLE" else P["ins_warm"] + nth * per
     if int(r.rows[0][0]) != want or int(r.rows[0][1]) != want:
         problem("%s: %d rows / %s distinct c1 after the insert run, expected %d" % (
             LABEL[eng], int(r.rows[0][0]), r.rows[0][1], want))
@@ -1002,11 +1016,18 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("")
         A("`CREATE TABLE t (c1 INT AUTO_INCREMENT PRIMARY KEY, c2 CHAR(100))`, each thread `INSERT INTO t "
           "VALUES(NULL, 'xxxxxxxxxx')` in autocommit; %d warm-up inserts first; row count checked afterwards. "
-          "The clients are Python threads (one GIL), which caps the rate at a few thousand ops/s." % P["ins_warm"])
+          "The clients are Python threads (one GIL) sharing the machine's 2 vCPUs with the server." % P["ins_warm"])
         A("")
         A(engine_table([("ops/s, full durability (flush at each commit)", {lab: ins.get(lab, {}).get("full") for lab in ins}),
                         ("ops/s, relaxed durability", {lab: ins.get(lab, {}).get("relaxed") for lab in ins})], "run"))
         A("")
+        fl = ci.get("floors", {})
+        if fl:
+            A("Floors, same statements and clients, no storage engine work to speak of: %s. An engine cannot "
+              "insert faster than these through this client, so they bound every ratio above "
+              "(docs/PROFILING.md item 13)." % ", ".join(
+                  "%s %s ops/s" % (lab, fnum(v)) for lab, v in fl.items()))
+            A("")
         if "inserts.png" in charts_made:
             A("![inserts](%s/inserts.png)" % chart_dir_rel)
             A("")
