@@ -1023,9 +1023,10 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("")
         fl = ci.get("floors", {})
         if fl:
-            A("Floors, same statements and clients, no storage engine work to speak of: %s. An engine cannot "
-              "insert faster than these through this client, so they bound every ratio above "
-              "(docs/PROFILING.md item 13)." % ", ".join(
+            A("Floors, same statements and clients, engines with next to no storage work: %s. They show how "
+              "much of each figure above is the server, the protocol and the Python clients rather than the "
+              "engine (BLACKHOLE measured below MEMORY here; not investigated); 2x InnoDB would "
+              "have to be above them (docs/PROFILING.md items 13 and 16)." % ", ".join(
                   "%s %s ops/s" % (lab, fnum(v)) for lab, v in fl.items()))
             A("")
         if "inserts.png" in charts_made:
