@@ -804,11 +804,18 @@ fn read_raw_block_with(
     h: Handle,
     file_size: u64,
 ) -> Result<Vec<u8>> {
+    check_handle(path, h, file_size)?;
+    let buf = crate::fsutil::read_at(file, direct, h.off, h.len as usize + TRAILER, path)?;
+    check_block(buf, path, h)
+}
+
+/// Block `h` (with its trailer) lies inside a file of `file_size` bytes and is
+/// no larger than a block can be: checked before any read of it.
+fn check_handle(path: &Path, h: Handle, file_size: u64) -> Result<()> {
     if h.len > MAX_BLOCK || h.off.saturating_add(h.len + TRAILER as u64) > file_size {
         return Err(Error::corruption(path, h.off, "block handle out of range"));
     }
-    let buf = crate::fsutil::read_at(file, direct, h.off, h.len as usize + TRAILER, path)?;
-    check_block(buf, path, h)
+    Ok(())
 }
 
 /// Verifies and decompresses the stored bytes of block `h` (`h.len` bytes +
@@ -900,9 +907,7 @@ impl ChunkReader {
     fn block(&mut self, path: &Path, h: Handle, file_size: u64) -> Result<Vec<u8>> {
         use std::os::fd::AsRawFd;
         let len = h.len + TRAILER as u64;
-        if h.len > MAX_BLOCK || h.off.saturating_add(len) > file_size {
-            return Err(Error::corruption(path, h.off, "block handle out of range"));
-        }
+        check_handle(path, h, file_size)?;
         let buf_end = self.off + self.buf.len() as u64;
         if h.off < self.off || h.off + len > buf_end {
             let n = CHUNK.max(len).min(file_size - h.off);
@@ -1101,13 +1106,7 @@ impl Table {
             // A read or scan through the page cache: whether it waited on
             // the disk is noted (compaction is paced while they do).
             None if fill && self.direct.is_none() => {
-                if h.len > MAX_BLOCK || h.off.saturating_add(h.len + TRAILER as u64) > self.size {
-                    return Err(Error::corruption(
-                        &self.path,
-                        h.off,
-                        "block handle out of range",
-                    ));
-                }
+                check_handle(&self.path, h, self.size)?;
                 let (buf, waited) = crate::fsutil::read_at_noting_disk(
                     file,
                     h.off,
