@@ -810,7 +810,12 @@ impl DbInner {
                 if v.cf == *id {
                     levels.vlogs.insert(
                         *no,
-                        Arc::new(crate::vlog::VlogFile::open(dir, *no, dio.as_ref())?),
+                        Arc::new(crate::vlog::VlogFile::open(
+                            dir,
+                            *no,
+                            v.format,
+                            dio.as_ref(),
+                        )?),
                     );
                 }
             }
@@ -850,7 +855,7 @@ impl DbInner {
                             cf.sv
                                 .read()
                                 .mem
-                                .insert_shared(&op.key, seq, op.kind, op.value, None);
+                                .insert_shared(&op.key, seq, op.kind, op.value, None, None);
                         }
                     }
                 };
@@ -886,23 +891,33 @@ impl DbInner {
             }
             let no = next_file.fetch_add(1, Ordering::SeqCst);
             let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
-            let (fm, table, vlog) =
-                build_table(dir, no, &cf.opts, &mem, &cache, &[], dio.as_ref(), &alloc)?;
+            let (fm, table, vlogs) = build_table(
+                dir,
+                no,
+                &cf.opts,
+                &mem,
+                &cache,
+                &[],
+                dio.as_ref(),
+                &alloc,
+                None,
+            )?;
             if let Some(m) = state.cfs.get_mut(id) {
                 m.levels[0].push(fm.clone());
                 m.flushed_seq = m.flushed_seq.max(mem.max_seq());
             }
             let mut levels = (*cf.current().levels).clone();
-            if let Some((vf, size)) = vlog {
+            for v in vlogs {
                 state.vlog_files.insert(
-                    vf.no,
+                    v.file.no,
                     manifest::VlogMeta {
                         cf: *id,
-                        size,
-                        garbage: 0,
+                        size: v.size,
+                        garbage: v.garbage,
+                        format: v.file.format,
                     },
                 );
-                levels.vlogs.insert(vf.no, vf);
+                levels.vlogs.insert(v.file.no, v.file);
             }
             levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
             levels.normalize();
@@ -2200,8 +2215,13 @@ impl DbInner {
         }
         let sync = *self.sync_mode.lock() == SyncMode::Full
             && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
+        // Where each out-of-line value lands in the WAL (by the address of
+        // its buffer): kept in the memtable, so a flush can point into the
+        // segment instead of copying the value again (`build_table`).
+        let mut logged: HashMap<usize, wal::WalLoc> = HashMap::new();
         let io = (|| -> Result<()> {
             let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+            let (segment, base) = (wal.number, wal.size);
             // Fsynced groups overwrite zeros written ahead (no journal commit
             // per fsync, see `wal::PREFILL_BYTES`).
             wal.prefill = sync;
@@ -2213,6 +2233,10 @@ impl DbInner {
                     self.poison();
                 }
                 return Err(e);
+            }
+            for (at, off) in framed.ext_offsets() {
+                let offset = base + off;
+                logged.insert(at as usize, wal::WalLoc { segment, offset });
             }
             crate::metrics::WAL_BYTES.add(framed.len() as u64);
             crate::metrics::COMMIT_GROUPS.inc();
@@ -2254,7 +2278,12 @@ impl DbInner {
                 }
                 for op in run.drain(..) {
                     // The value's buffer is shared with the write set (no copy).
-                    mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc);
+                    let loc = if logged.is_empty() {
+                        None
+                    } else {
+                        logged.get(&(op.value.as_ptr() as usize)).copied()
+                    };
+                    mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc, loc);
                 }
                 if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
                     touched.push(cf);
@@ -2419,6 +2448,11 @@ impl DbInner {
         Ok(())
     }
 
+    /// The value log GC ratio (`Db::set_vlog_gc_ratio`).
+    fn vlog_gc_ratio(&self) -> f64 {
+        self.vlog_gc_permille.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+
     fn flush_one(&self, cf: &Arc<CfInner>) -> Result<bool> {
         let sv = cf.current();
         let Some(imm) = sv.imms.first().cloned() else {
@@ -2435,6 +2469,12 @@ impl DbInner {
             // Taken after the memtable stopped taking writes: a snapshot made
             // later sees all of it, so it splits no stripe.
             let snaps = self.live_snapshots();
+            // The memtable's data is in segments sealed when it was rotated
+            // (listed until purged, which waits for this flush).
+            let adopt = WalAdoption {
+                sealed: self.wal_segments.lock().iter().map(|s| s.0).collect(),
+                max_garbage_ratio: self.vlog_gc_ratio(),
+            };
             Some(build_table(
                 &self.dir,
                 no,
@@ -2444,16 +2484,17 @@ impl DbInner {
                 &snaps,
                 self.dio.as_ref(),
                 &alloc,
+                Some(&adopt),
             )?)
         };
         {
             let mut m = self.manifest.lock();
             let (w, st) = &mut *m;
-            let discard = |built: &Option<(FileMeta, Arc<Table>, Option<VlogOutFile>)>| {
-                if let Some((fm, _, v)) = built {
+            let discard = |built: &Option<(FileMeta, Arc<Table>, Vec<FlushVlog>)>| {
+                if let Some((fm, _, vlogs)) = built {
                     let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
-                    if let Some((vf, _)) = v {
-                        vf.mark_obsolete();
+                    for v in vlogs {
+                        v.file.mark_obsolete();
                     }
                 }
             };
@@ -2462,14 +2503,8 @@ impl DbInner {
                 return Ok(false);
             }
             let mut ops = Vec::new();
-            if let Some((fm, _, v)) = &built {
-                if let Some((vf, size)) = v {
-                    ops.push(EditOp::VlogAdd {
-                        cf: cf.id,
-                        file_no: vf.no,
-                        size: *size,
-                    });
-                }
+            if let Some((fm, _, vlogs)) = &built {
+                ops.extend(vlogs.iter().map(|v| v.edit(cf.id)));
                 ops.push(EditOp::AddFile {
                     cf: cf.id,
                     level: 0,
@@ -2485,9 +2520,9 @@ impl DbInner {
             }
             let mut g = cf.sv.write();
             let mut levels = (*g.levels).clone();
-            if let Some((fm, t, v)) = built {
-                if let Some((vf, _)) = v {
-                    levels.vlogs.insert(vf.no, vf);
+            if let Some((fm, t, vlogs)) = built {
+                for v in vlogs {
+                    levels.vlogs.insert(v.file.no, v.file);
                 }
                 levels.levels[0].push(Arc::new(FileHandle { meta: fm, table: t }));
             }
@@ -2718,23 +2753,96 @@ pub(crate) fn finish_vlog(
 ) -> Result<Option<VlogOutFile>> {
     match vo.finish()? {
         None => Ok(None),
-        Some((no, size)) => match crate::vlog::VlogFile::open(dir, no, dio) {
-            Ok(f) => Ok(Some((Arc::new(f), size))),
-            Err(e) => {
-                let _ = std::fs::remove_file(crate::vlog::vlog_path(dir, no));
-                Err(e)
+        Some((no, size)) => {
+            match crate::vlog::VlogFile::open(dir, no, crate::vlog::VlogFormat::Records, dio) {
+                Ok(f) => Ok(Some((Arc::new(f), size))),
+                Err(e) => {
+                    let _ = std::fs::remove_file(crate::vlog::vlog_path(dir, no));
+                    Err(e)
+                }
             }
-        },
+        }
     }
+}
+
+/// A value log file a flush produced: written by it (`Records`) or a sealed
+/// WAL segment it adopted (`WalSegment`), with the bytes no pointer of the
+/// flush's table names (always 0 for a written one).
+pub(crate) struct FlushVlog {
+    pub file: Arc<crate::vlog::VlogFile>,
+    pub size: u64,
+    pub garbage: u64,
+}
+
+impl FlushVlog {
+    /// The manifest op that adds the file.
+    fn edit(&self, cf: u64) -> EditOp {
+        match self.file.format {
+            crate::vlog::VlogFormat::Records => EditOp::VlogAdd {
+                cf,
+                file_no: self.file.no,
+                size: self.size,
+            },
+            crate::vlog::VlogFormat::WalSegment => EditOp::VlogAddWal {
+                cf,
+                file_no: self.file.no,
+                size: self.size,
+                garbage: self.garbage,
+            },
+        }
+    }
+}
+
+/// What a flush may point into instead of copying values (see `vlog.rs`,
+/// "WAL segments kept as value logs").
+pub(crate) struct WalAdoption {
+    /// Segments no longer written (sealed: fsynced and cut to their records).
+    pub sealed: HashSet<u64>,
+    /// Garbage ratio the adopted file may start with (the GC ratio: a file at
+    /// or above it would be relocated by the next compaction anyway).
+    pub max_garbage_ratio: f64,
+}
+
+/// Sealed segments worth adopting for `mem`: those where the values the
+/// flush separates and whose place in the WAL it knows make up enough of the
+/// segment. (An estimate: versions the flush drops are counted; the garbage
+/// recorded is exact.)
+fn segments_to_adopt(
+    dir: &Path,
+    mem: &Memtable,
+    vo: &crate::vlog::VlogOut<'_>,
+    adopt: &WalAdoption,
+) -> Vec<u64> {
+    let mut bytes: BTreeMap<u64, u64> = BTreeMap::new();
+    let _ = mem.for_each(|e| {
+        if let Some(l) = e.wal_loc() {
+            if e.kind() == Kind::Put && vo.separates(e.value()) && adopt.sealed.contains(&l.segment)
+            {
+                *bytes.entry(l.segment).or_default() += e.value().len() as u64;
+            }
+        }
+        Ok(())
+    });
+    bytes
+        .into_iter()
+        .filter(|&(seg, used)| {
+            std::fs::metadata(wal::segment_path(dir, seg)).is_ok_and(|m| {
+                let size = m.len();
+                size > 0 && (size - used.min(size)) as f64 / (size as f64) < adopt.max_garbage_ratio
+            })
+        })
+        .map(|(seg, _)| seg)
+        .collect()
 }
 
 /// Writes `mem` to a new table file `no`; values of at least the column
 /// family's separation threshold go to a new value log file (numbered by
-/// `alloc`), fsynced before the table. Of each key only the newest version per
-/// snapshot stripe is kept, as compaction does (`snaps`: the live snapshots,
-/// ascending): versions no reader can see do not reach the disk, so a row
-/// updated many times costs reads one version, not all of them. Tombstones stay
-/// (older files may hold the key).
+/// `alloc`), fsynced before the table, or, with `adopt`, stay where they are
+/// in sealed WAL segments that become value log files. Of each key only the
+/// newest version per snapshot stripe is kept, as compaction does (`snaps`:
+/// the live snapshots, ascending): versions no reader can see do not reach the
+/// disk, so a row updated many times costs reads one version, not all of
+/// them. Tombstones stay (older files may hold the key).
 #[allow(clippy::too_many_arguments)] // each is a distinct input of one flush
 pub(crate) fn build_table(
     dir: &Path,
@@ -2745,15 +2853,47 @@ pub(crate) fn build_table(
     snaps: &[u64],
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
     alloc: &dyn Fn() -> u64,
-) -> Result<(FileMeta, Arc<Table>, Option<VlogOutFile>)> {
+    adopt: Option<&WalAdoption>,
+) -> Result<(FileMeta, Arc<Table>, Vec<FlushVlog>)> {
     let path = sst::table_path(dir, no);
-    let mut b = TableBuilder::create(
+    let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
+    // Adopted segments: segment -> (value log file, bytes referenced).
+    let mut adopted: BTreeMap<u64, (Arc<crate::vlog::VlogFile>, u64)> = BTreeMap::new();
+    let drop_adopted = |adopted: &BTreeMap<u64, (Arc<crate::vlog::VlogFile>, u64)>| {
+        for (f, _) in adopted.values() {
+            f.mark_obsolete();
+        }
+    };
+    if let Some(a) = adopt.filter(|_| vo.threshold.is_some()) {
+        for seg in segments_to_adopt(dir, mem, &vo, a) {
+            match crate::vlog::adopt_wal_segment(dir, seg, alloc(), dio) {
+                Ok(f) => {
+                    adopted.insert(seg, (Arc::new(f), 0));
+                }
+                // Not adopted: its values are copied as without adoption.
+                Err(_) => continue,
+            }
+        }
+        if !adopted.is_empty() {
+            if let Err(e) = crate::fsutil::sync_dir(dir) {
+                drop_adopted(&adopted);
+                return Err(e);
+            }
+        }
+    }
+    let mut b = match TableBuilder::create(
         path.clone(),
         opts.block_size,
         opts.compression,
         opts.bloom_bits_per_key,
-    )?;
-    let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
+    ) {
+        Ok(b) => b,
+        Err(e) => {
+            drop_adopted(&adopted);
+            return Err(e);
+        }
+    };
+    let mut ptr_buf = Vec::new();
     // Versions come newest first within a key.
     let mut last: Option<(Vec<u8>, usize)> = None;
     let r = mem.for_each(|e| {
@@ -2774,6 +2914,22 @@ pub(crate) fn build_table(
             last = Some((user.to_vec(), stripe));
         }
         if e.kind() == Kind::Put && vo.separates(value) {
+            let in_wal = e
+                .wal_loc()
+                .zip(e.value_crc())
+                .and_then(|(l, crc)| adopted.get_mut(&l.segment).map(|a| (l, crc, a)));
+            if let Some((l, crc, (f, used))) = in_wal {
+                ptr_buf.clear();
+                crate::vlog::Ptr {
+                    file: f.no,
+                    offset: l.offset,
+                    len: value.len() as u64,
+                    crc,
+                }
+                .encode(&mut ptr_buf);
+                *used += value.len() as u64;
+                return b.add(user, seq, Kind::ValuePtr, &ptr_buf);
+            }
             // The value's crc from its write, if kept (checksum once).
             let p = vo.put_crc(user, value, e.value_crc())?;
             b.add(user, seq, Kind::ValuePtr, p)
@@ -2784,22 +2940,45 @@ pub(crate) fn build_table(
     if let Err(e) = r {
         drop(b);
         vo.abort();
+        drop_adopted(&adopted);
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
-    let vlog = match finish_vlog(vo, dir, dio) {
+    let written = match finish_vlog(vo, dir, dio) {
         Ok(v) => v,
         Err(e) => {
             drop(b);
+            drop_adopted(&adopted);
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
     };
+    let mut vlogs: Vec<FlushVlog> = written
+        .into_iter()
+        .map(|(file, size)| FlushVlog {
+            file,
+            size,
+            garbage: 0,
+        })
+        .collect();
+    for (f, used) in adopted.into_values() {
+        if used == 0 {
+            // Every value it was adopted for was a version the flush dropped.
+            f.mark_obsolete();
+            continue;
+        }
+        let size = f.size();
+        vlogs.push(FlushVlog {
+            file: f,
+            size,
+            garbage: size - used.min(size),
+        });
+    }
     match finish_table(b, no, cache, dio) {
-        Ok((fm, t)) => Ok((fm, t, vlog)),
+        Ok((fm, t)) => Ok((fm, t, vlogs)),
         Err(e) => {
-            if let Some((vf, _)) = vlog {
-                vf.mark_obsolete();
+            for v in &vlogs {
+                v.file.mark_obsolete();
             }
             Err(e)
         }

@@ -313,7 +313,7 @@ fn fuzz_value_log() {
     w.finish().unwrap();
     let path = crate::vlog::vlog_path(d.path(), 1);
     let orig = std::fs::read(&path).unwrap();
-    let f = VlogFile::open(d.path(), 1, None).unwrap();
+    let f = VlogFile::open(d.path(), 1, crate::vlog::VlogFormat::Records, None).unwrap();
     for _ in 0..iters(2000) {
         let (p, v) = &recs[rng.gen_range(0..recs.len())];
         let mut enc = Vec::new();
@@ -333,7 +333,13 @@ fn fuzz_value_log() {
         let data = mutate(&mut rng, &orig);
         let p2 = d.path().join(format!("{:06}.vlog", 2 + round));
         std::fs::write(&p2, &data).unwrap();
-        let f = VlogFile::open(d.path(), 2 + round as u64, None).unwrap();
+        let f = VlogFile::open(
+            d.path(),
+            2 + round as u64,
+            crate::vlog::VlogFormat::Records,
+            None,
+        )
+        .unwrap();
         for (p, v) in &recs {
             if let Ok(got) = f.read(p) {
                 assert_eq!(&*got, v.as_slice(), "a damaged record was returned");

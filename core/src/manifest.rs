@@ -28,6 +28,7 @@
 //! | 13  | VlogRemove  | file_no (garbage reached the size: no pointer left; the file is unlinked) |
 //! | 14  | PrepareSpilled | xid, count, (cf, file_no)* (2PC prepare of a spilled write set: its `.prep` files, see `spill.rs`) |
 //! | 15  | ResolveSpilled | xid (that prepare was committed, in the same edit as its tables, or rolled back) |
+//! | 16  | VlogAddWal  | cf, file_no, size, garbage (a sealed WAL segment kept as a value log file: a hard link `<file_no>.vlog` to it, its values read in place, `vlog.rs`; `garbage` = the bytes no pointer of the flush that adopted it references) |
 //!
 //! `DropCf` also forgets the column family's value log files. An edit naming
 //! an unknown value log file in `VlogGarbage` / `VlogRemove` is ignored (its
@@ -39,6 +40,7 @@
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::options::{CfOptions, Compression};
+use crate::vlog::VlogFormat;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -87,6 +89,12 @@ pub(crate) enum EditOp {
     },
     VlogGarbage(u64, u64),
     VlogRemove(u64),
+    VlogAddWal {
+        cf: u64,
+        file_no: u64,
+        size: u64,
+        garbage: u64,
+    },
     PrepareSpilled {
         xid: Vec<u8>,
         files: Vec<(u64, u64)>,
@@ -100,6 +108,7 @@ pub(crate) struct VlogMeta {
     pub cf: u64,
     pub size: u64,
     pub garbage: u64,
+    pub format: VlogFormat,
 }
 
 #[derive(Clone, Debug)]
@@ -218,6 +227,18 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 b.push(13);
                 put_varint(&mut b, *n);
             }
+            EditOp::VlogAddWal {
+                cf,
+                file_no,
+                size,
+                garbage,
+            } => {
+                b.push(16);
+                put_varint(&mut b, *cf);
+                put_varint(&mut b, *file_no);
+                put_varint(&mut b, *size);
+                put_varint(&mut b, *garbage);
+            }
             EditOp::PrepareSpilled { xid, files } => {
                 b.push(14);
                 put_bytes(&mut b, xid);
@@ -305,6 +326,12 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
             },
             12 => EditOp::VlogGarbage(r.varint()?, r.varint()?),
             13 => EditOp::VlogRemove(r.varint()?),
+            16 => EditOp::VlogAddWal {
+                cf: r.varint()?,
+                file_no: r.varint()?,
+                size: r.varint()?,
+                garbage: r.varint()?,
+            },
             14 => {
                 let xid = r.len_prefixed()?.to_vec();
                 let n = r.varint_usize()?;
@@ -387,20 +414,15 @@ impl State {
                 EditOp::NextFile(n) => self.next_file = self.next_file.max(*n),
                 EditOp::NextCfId(n) => self.next_cf_id = self.next_cf_id.max(*n),
                 EditOp::VlogAdd { cf, file_no, size } => {
-                    if self.cfs.contains_key(cf) {
-                        if self.vlog_files.contains_key(file_no) {
-                            return Err(format!("duplicate value log file {file_no}"));
-                        }
-                        self.vlog_files.insert(
-                            *file_no,
-                            VlogMeta {
-                                cf: *cf,
-                                size: *size,
-                                garbage: 0,
-                            },
-                        );
-                    }
-                    self.next_file = self.next_file.max(file_no + 1);
+                    self.add_vlog(*cf, *file_no, *size, 0, VlogFormat::Records)?;
+                }
+                EditOp::VlogAddWal {
+                    cf,
+                    file_no,
+                    size,
+                    garbage,
+                } => {
+                    self.add_vlog(*cf, *file_no, *size, *garbage, VlogFormat::WalSegment)?;
                 }
                 EditOp::VlogGarbage(n, bytes) => {
                     if let Some(v) = self.vlog_files.get_mut(n) {
@@ -424,6 +446,33 @@ impl State {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn add_vlog(
+        &mut self,
+        cf: u64,
+        file_no: u64,
+        size: u64,
+        garbage: u64,
+        format: VlogFormat,
+    ) -> std::result::Result<(), String> {
+        if self.cfs.contains_key(&cf) {
+            if self.vlog_files.contains_key(&file_no) {
+                return Err(format!("duplicate value log file {file_no}"));
+            }
+            let garbage = garbage.min(size);
+            self.vlog_files.insert(
+                file_no,
+                VlogMeta {
+                    cf,
+                    size,
+                    garbage,
+                    format,
+                },
+            );
+        }
+        self.next_file = self.next_file.max(file_no + 1);
         Ok(())
     }
 
@@ -451,13 +500,23 @@ impl State {
             }
         }
         for (n, v) in &self.vlog_files {
-            ops.push(EditOp::VlogAdd {
-                cf: v.cf,
-                file_no: *n,
-                size: v.size,
-            });
-            if v.garbage > 0 {
-                ops.push(EditOp::VlogGarbage(*n, v.garbage));
+            match v.format {
+                VlogFormat::Records => {
+                    ops.push(EditOp::VlogAdd {
+                        cf: v.cf,
+                        file_no: *n,
+                        size: v.size,
+                    });
+                    if v.garbage > 0 {
+                        ops.push(EditOp::VlogGarbage(*n, v.garbage));
+                    }
+                }
+                VlogFormat::WalSegment => ops.push(EditOp::VlogAddWal {
+                    cf: v.cf,
+                    file_no: *n,
+                    size: v.size,
+                    garbage: v.garbage,
+                }),
             }
         }
         for (xid, files) in &self.prepared_spills {
@@ -704,6 +763,13 @@ mod tests {
             EditOp::VlogGarbage(21, 100),
             EditOp::VlogGarbage(99, 1),
             EditOp::VlogRemove(21),
+            EditOp::VlogAddWal {
+                cf: 1,
+                file_no: 25,
+                size: 4000,
+                garbage: 1500,
+            },
+            EditOp::VlogGarbage(25, 100),
             EditOp::PrepareSpilled {
                 xid: b"x".to_vec(),
                 files: vec![(1, 30), (1, 31)],
@@ -722,7 +788,17 @@ mod tests {
             Some(&VlogMeta {
                 cf: 1,
                 size: 1000,
-                garbage: 300
+                garbage: 300,
+                format: VlogFormat::Records,
+            })
+        );
+        assert_eq!(
+            st.vlog_files.get(&25),
+            Some(&VlogMeta {
+                cf: 1,
+                size: 4000,
+                garbage: 1600,
+                format: VlogFormat::WalSegment,
             })
         );
         assert!(!st.vlog_files.contains_key(&21));

@@ -339,7 +339,8 @@ impl Memtable {
 
     /// `insert` of a value already in a shared buffer: a long one is kept
     /// without a copy (a write set's value moving to the memtable at commit),
-    /// with its crc32 if known (kept for the flush, see `ValueIn`).
+    /// with its crc32 if known (kept for the flush, see `ValueIn`) and its
+    /// place in the WAL if the commit gives it (a flush may then point there).
     pub(crate) fn insert_shared(
         &self,
         user: &[u8],
@@ -347,8 +348,13 @@ impl Memtable {
         kind: Kind,
         value: Arc<[u8]>,
         crc: Option<u32>,
+        loc: Option<crate::wal::WalLoc>,
     ) {
-        self.insert_value(user, seq, kind, ValueIn::Shared(value, crc));
+        let v = match (crc, loc) {
+            (Some(c), Some(l)) => ValueIn::Logged(value, c, l),
+            _ => ValueIn::Shared(value, crc),
+        };
+        self.insert_value(user, seq, kind, v);
     }
 
     fn insert_value(&self, user: &[u8], seq: u64, kind: Kind, value: ValueIn<'_>) {

@@ -103,14 +103,20 @@ struct Node {
     key_len: u32,
     kind: u8,
     height: u8,
-    /// `value` is the data of an `Arc<[u8]>` in `Arena::large`: `SHARED`, or
-    /// `SHARED_CRC` if the value's crc32 follows the key (4 bytes, unaligned).
+    /// `value` is the data of an `Arc<[u8]>` in `Arena::large`: `SHARED`,
+    /// `SHARED_CRC` if the value's crc32 follows the key (4 bytes, unaligned),
+    /// `SHARED_CRC_LOC` if the crc is followed by the value's place in the
+    /// WAL (`wal::WalLoc`: segment u64 LE, offset u64 LE, unaligned).
     /// 0: inline (or empty).
     shared: u8,
 }
 
 const SHARED: u8 = 1;
 const SHARED_CRC: u8 = 2;
+const SHARED_CRC_LOC: u8 = 3;
+/// Bytes after the key of a node whose value is not inline: room for the
+/// crc and the WAL location (used only if known).
+const LONG_VALUE_TAIL: usize = 4 + 16;
 
 const NODE_BYTES: usize = std::mem::size_of::<Node>();
 
@@ -158,7 +164,7 @@ impl Node {
     /// crc32 of the value, if it was stored with the node (see `ValueIn`).
     #[inline]
     fn value_crc(&self) -> Option<u32> {
-        if self.shared != SHARED_CRC {
+        if self.shared != SHARED_CRC && self.shared != SHARED_CRC_LOC {
             return None;
         }
         // SAFETY: a `SHARED_CRC` node has 4 bytes of crc right after its key
@@ -166,6 +172,23 @@ impl Node {
         unsafe {
             let p = self.user().as_ptr().add(self.key_len as usize) as *const [u8; 4];
             Some(u32::from_le_bytes(p.read_unaligned()))
+        }
+    }
+
+    /// Where the value is in the WAL, if it was stored with the node.
+    #[inline]
+    fn wal_loc(&self) -> Option<crate::wal::WalLoc> {
+        if self.shared != SHARED_CRC_LOC {
+            return None;
+        }
+        // SAFETY: a `SHARED_CRC_LOC` node has 4 bytes of crc and 16 of
+        // location right after its key (laid out by `SkipList::new_node`).
+        unsafe {
+            let p = self.user().as_ptr().add(self.key_len as usize + 4) as *const [u8; 8];
+            Some(crate::wal::WalLoc {
+                segment: u64::from_le_bytes(p.read_unaligned()),
+                offset: u64::from_le_bytes(p.add(1).read_unaligned()),
+            })
         }
     }
 
@@ -248,6 +271,11 @@ impl<'a> EntryRef<'a> {
     pub(crate) fn value_crc(&self) -> Option<u32> {
         self.node.value_crc()
     }
+    /// Where the value is in the WAL, if the commit that wrote it said so
+    /// (`ValueIn::Logged`).
+    pub(crate) fn wal_loc(&self) -> Option<crate::wal::WalLoc> {
+        self.node.wal_loc()
+    }
     /// The value as `SharedBytes`: the shared buffer of a long value (no
     /// copy), a copy of a short one.
     pub(crate) fn value_bytes(&self) -> crate::bytes::SharedBytes {
@@ -268,16 +296,20 @@ impl<'a> EntryRef<'a> {
 /// the value (`EntryRef::value_crc` -> `batch::Op::crc` -> the column family's
 /// memtable) so the WAL record and the value-log record that hold the value
 /// combine it into their checksums instead of reading 1 MiB again each.
+///
+/// `Logged`: a shared value with its crc and where the commit wrote it in the
+/// WAL (kept in the node, read back by the flush: `EntryRef::wal_loc`).
 pub(crate) enum ValueIn<'a> {
     Borrowed(&'a [u8]),
     Shared(std::sync::Arc<[u8]>, Option<u32>),
+    Logged(std::sync::Arc<[u8]>, u32, crate::wal::WalLoc),
 }
 
 impl ValueIn<'_> {
     pub(crate) fn bytes(&self) -> &[u8] {
         match self {
             ValueIn::Borrowed(b) => b,
-            ValueIn::Shared(a, _) => a,
+            ValueIn::Shared(a, _) | ValueIn::Logged(a, _, _) => a,
         }
     }
 }
@@ -426,8 +458,7 @@ impl SkipList {
         if inline {
             bytes += value_len;
         } else {
-            // Room for the crc (used only if known).
-            bytes += 4;
+            bytes += LONG_VALUE_TAIL;
         }
         let bytes = (bytes + 7) & !7;
         let p = arena.alloc(bytes);
@@ -437,6 +468,7 @@ impl SkipList {
             let key_at = p.add(NODE_BYTES + tower);
             ptr::copy_nonoverlapping(user.as_ptr(), key_at, user.len());
             let mut crc = None;
+            let mut loc = None;
             let value_ptr = if value_len == 0 {
                 ptr::null()
             } else if inline {
@@ -447,6 +479,10 @@ impl SkipList {
             } else {
                 let (shared, c) = match value_in {
                     ValueIn::Shared(a, c) => (a, c),
+                    ValueIn::Logged(a, c, l) => {
+                        loc = Some(l);
+                        (a, Some(c))
+                    }
                     ValueIn::Borrowed(b) => (
                         std::sync::Arc::from(b),
                         (b.len() >= crate::wal::OUT_OF_LINE).then(|| crc32fast::hash(b)),
@@ -461,6 +497,11 @@ impl SkipList {
                 let at = key_at.add(user.len()) as *mut [u8; 4];
                 at.write_unaligned(c.to_le_bytes());
             }
+            if let Some(l) = loc {
+                let at = key_at.add(user.len() + 4) as *mut [u8; 8];
+                at.write_unaligned(l.segment.to_le_bytes());
+                at.add(1).write_unaligned(l.offset.to_le_bytes());
+            }
             let node = p as *mut Node;
             node.write(Node {
                 head: head_of(user),
@@ -471,10 +512,11 @@ impl SkipList {
                 key_len: user.len() as u32,
                 kind: kind as u8,
                 height: height as u8,
-                shared: match (value_len > 0 && !inline, crc.is_some()) {
-                    (false, _) => 0,
-                    (true, false) => SHARED,
-                    (true, true) => SHARED_CRC,
+                shared: match (value_len > 0 && !inline, crc.is_some(), loc.is_some()) {
+                    (false, _, _) => 0,
+                    (true, false, _) => SHARED,
+                    (true, true, false) => SHARED_CRC,
+                    (true, true, true) => SHARED_CRC_LOC,
                 },
             });
             let slots = p.add(NODE_BYTES) as *mut AtomicPtr<Node>;
@@ -1152,7 +1194,17 @@ mod tests {
                 Kind::Put,
                 ValueIn::Shared(shared.clone(), Some(0xdead_beef)),
             );
-            l.insert(k, seq + 5, Kind::Put, ValueIn::Shared(shared, None));
+            l.insert(k, seq + 5, Kind::Put, ValueIn::Shared(shared.clone(), None));
+            let loc = crate::wal::WalLoc {
+                segment: 0x0102_0304_0506_0708 + i as u64,
+                offset: u64::MAX - i as u64,
+            };
+            l.insert(
+                k,
+                seq + 6,
+                Kind::Put,
+                ValueIn::Logged(shared, 0xfeed_f00d, loc),
+            );
             let at = |s: u64| l.seek(&Probe::new(k, s)).expect("inserted");
             // Copied in and long enough for the WAL to keep it out of line:
             // checksummed while copied.
@@ -1167,6 +1219,10 @@ mod tests {
             assert_eq!(at(seq + 4).value_crc(), Some(0xdead_beef), "given crc kept");
             assert_eq!(at(seq + 5).value_crc(), None);
             assert_eq!(at(seq + 5).user(), k);
+            assert_eq!(at(seq + 6).value_crc(), Some(0xfeed_f00d));
+            assert_eq!(at(seq + 6).wal_loc(), Some(loc), "location kept");
+            assert_eq!(at(seq + 6).value(), &big[..]);
+            assert_eq!(at(seq + 4).wal_loc(), None);
         }
     }
 

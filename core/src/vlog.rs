@@ -42,6 +42,30 @@
 //! the manifest and unlinked once the last reader of an older version (an
 //! iterator, a snapshot read in flight) drops it. Dropping the column family
 //! does the same for all its files.
+//!
+//! ## WAL segments kept as value logs
+//! A large value (at least `wal::OUT_OF_LINE` bytes, written by a commit) is
+//! already in the WAL, whole and checksummed, when its memtable is flushed,
+//! and the segment holding it has been fsynced (segments are sealed when
+//! rotated). So instead of copying it to a new value log file, the flush may
+//! point into the segment: the memtable keeps each such value's place in the
+//! WAL (`wal::WalLoc`), and when a column family's separated values make up
+//! enough of a sealed segment (its garbage ratio would stay under the GC
+//! ratio) the flush *adopts* it: a hard link `<new number>.vlog` to
+//! `<segment>.wal` (no byte copied), listed in the manifest as a value log of
+//! format `WalSegment` (`VlogAddWal`, with the bytes no pointer of this flush
+//! names as garbage). Its pointers name bare values:
+//!
+//! ```text
+//! pointer = file_no | offset | len | crc    (offset, len) = the value's bytes; crc = crc32(value)
+//! ```
+//!
+//! Reads check the crc against the bytes as for records. The WAL purge
+//! unlinks `<segment>.wal` as usual; the data stays under the `.vlog` name
+//! until garbage collection removes that file like any other. A crash between
+//! the link and the manifest edit leaves an orphan `.vlog` (deleted at open)
+//! and the segment (replayed). A large value is so written once (the WAL),
+//! not twice (WAL, then value log).
 
 use crate::bytes::SharedBytes;
 use crate::cache::BlockCache;
@@ -67,6 +91,18 @@ pub(crate) fn parse_vlog_name(name: &str) -> Option<u64> {
         return None;
     }
     stem.parse().ok()
+}
+
+/// What a value log file holds (kept per file in the manifest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum VlogFormat {
+    /// Records as above, written by a flush, compaction or spilled commit.
+    #[default]
+    Records,
+    /// A sealed WAL segment kept as a value log: pointers name bare value
+    /// bytes inside it (`offset`, `len` = the value; `crc` = crc32 of the
+    /// value), see "WAL segments kept as value logs".
+    WalSegment,
 }
 
 /// A decoded value pointer.
@@ -282,6 +318,7 @@ impl<'a> VlogOut<'a> {
 pub(crate) struct VlogFile {
     pub no: u64,
     pub path: PathBuf,
+    pub format: VlogFormat,
     file: File,
     direct: Option<(File, Arc<DirectIo>)>,
     size: u64,
@@ -295,7 +332,12 @@ impl std::fmt::Debug for VlogFile {
 }
 
 impl VlogFile {
-    pub(crate) fn open(dir: &Path, no: u64, dio: Option<&Arc<DirectIo>>) -> Result<VlogFile> {
+    pub(crate) fn open(
+        dir: &Path,
+        no: u64,
+        format: VlogFormat,
+        dio: Option<&Arc<DirectIo>>,
+    ) -> Result<VlogFile> {
         let path = vlog_path(dir, no);
         let file = File::open(&path)
             .map_err(|e| Error::io(format!("open value log {}", path.display()), e))?;
@@ -312,11 +354,17 @@ impl VlogFile {
         Ok(VlogFile {
             no,
             path,
+            format,
             file,
             direct,
             size,
             obsolete: AtomicBool::new(false),
         })
+    }
+
+    /// Bytes of the file (when it was opened; it never grows after).
+    pub(crate) fn size(&self) -> u64 {
+        self.size
     }
 
     /// The file is no longer referenced by the current version: unlink it
@@ -329,7 +377,11 @@ impl VlogFile {
     /// range of the buffer the read filled, not a copy).
     pub(crate) fn read(&self, p: &Ptr) -> Result<SharedBytes> {
         let bad = |d: &str| Error::corruption(&self.path, p.offset, format!("value log: {d}"));
-        if p.len < 5 || p.len > MAX_RECORD || p.offset.saturating_add(p.len) > self.size {
+        let min_len = match self.format {
+            VlogFormat::Records => 5,
+            VlogFormat::WalSegment => 1,
+        };
+        if p.len < min_len || p.len > MAX_RECORD || p.offset.saturating_add(p.len) > self.size {
             return Err(bad("pointer out of range"));
         }
         let (buf, range) = crate::fsutil::read_at_range(
@@ -340,6 +392,20 @@ impl VlogFile {
             &self.path,
         )?;
         let rec = SharedBytes::from_range(buf, range).ok_or_else(|| bad("short read"))?;
+        if self.format == VlogFormat::WalSegment {
+            let got = crc32(&[&rec]);
+            if got != p.crc {
+                return Err(Error::corruption(
+                    &self.path,
+                    p.offset,
+                    format!(
+                        "value log (WAL segment) checksum mismatch (computed {got:#x}, pointer {:#x})",
+                        p.crc
+                    ),
+                ));
+            }
+            return Ok(tight(rec));
+        }
         let stored = crate::coding::u32_at(&rec, 0).ok_or_else(|| bad("short record"))?;
         let body = rec.get(4..).ok_or_else(|| bad("short record"))?;
         let got = crc32(&[body]);
@@ -359,14 +425,46 @@ impl VlogFile {
         let v = rec
             .slice(4 + r.pos()..rec.len())
             .ok_or_else(|| bad("key past record end"))?;
-        // The value is kept (and cached) in the buffer the read filled. An
-        // O_DIRECT read's buffer is up to 12 KiB wider than the record: a
-        // small value is copied to a tight one instead, not to cache slack.
-        if v.allocated() - v.len() > v.len() / 8 {
-            return Ok(SharedBytes::from_vec(v.to_vec()));
-        }
-        Ok(v)
+        Ok(tight(v))
     }
+}
+
+/// The value is kept (and cached) in the buffer the read filled. An O_DIRECT
+/// read's buffer is up to 12 KiB wider than the record: a small value is
+/// copied to a tight one instead, not to cache slack.
+fn tight(v: SharedBytes) -> SharedBytes {
+    if v.allocated() - v.len() > v.len() / 8 {
+        return SharedBytes::from_vec(v.to_vec());
+    }
+    v
+}
+
+/// Makes the sealed WAL segment `segment` value log file `no`: a hard link
+/// `<no>.vlog` to it (see "WAL segments kept as value logs"), its data
+/// fsynced (already, when it was sealed: this only makes sure), opened.
+/// The caller fsyncs the directory before the manifest names the file.
+pub(crate) fn adopt_wal_segment(
+    dir: &Path,
+    segment: u64,
+    no: u64,
+    dio: Option<&Arc<DirectIo>>,
+) -> Result<VlogFile> {
+    let from = crate::wal::segment_path(dir, segment);
+    let to = vlog_path(dir, no);
+    std::fs::hard_link(&from, &to).map_err(|e| {
+        Error::io(
+            format!("link WAL {} as value log {}", from.display(), to.display()),
+            e,
+        )
+    })?;
+    let opened = File::open(&to)
+        .and_then(|f| f.sync_data())
+        .map_err(|e| Error::io(format!("fsync value log {}", to.display()), e))
+        .and_then(|()| VlogFile::open(dir, no, VlogFormat::WalSegment, dio));
+    if opened.is_err() {
+        let _ = std::fs::remove_file(&to);
+    }
+    opened
 }
 
 impl Drop for VlogFile {
@@ -437,7 +535,7 @@ mod tests {
             ptrs.push((p, v));
         }
         let size = w.finish().unwrap();
-        let f = VlogFile::open(d.path(), 7, None).unwrap();
+        let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
         for (p, v) in &ptrs {
             let mut e = Vec::new();
             p.encode(&mut e);
@@ -477,7 +575,7 @@ mod tests {
                 let mut data = orig.clone();
                 data[i as usize] ^= 0x20;
                 std::fs::write(&path, &data).unwrap();
-                let f = VlogFile::open(d.path(), 7, None).unwrap();
+                let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
                 assert!(
                     matches!(f.read(&p), Err(Error::Corruption { .. })),
                     "byte {i}"
@@ -487,7 +585,7 @@ mod tests {
         let (p, _) = ptrs[10];
         // Truncated file.
         std::fs::write(&path, &orig[..(p.offset + p.len / 2) as usize]).unwrap();
-        let f = VlogFile::open(d.path(), 7, None).unwrap();
+        let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
         assert!(matches!(f.read(&p), Err(Error::Corruption { .. })));
         assert!(f.read(&ptrs[0].0).is_ok());
     }
@@ -498,7 +596,7 @@ mod tests {
         let mut w = VlogWriter::create(d.path(), 1).unwrap();
         w.add(b"k", b"v", None).unwrap();
         w.finish().unwrap();
-        let f = Arc::new(VlogFile::open(d.path(), 1, None).unwrap());
+        let f = Arc::new(VlogFile::open(d.path(), 1, VlogFormat::Records, None).unwrap());
         let f2 = f.clone();
         f.mark_obsolete();
         drop(f);

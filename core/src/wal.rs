@@ -117,6 +117,16 @@ impl crate::batch::Sink for Frames {
     }
 }
 
+/// Where a value's bytes are in the WAL: segment number and the file offset
+/// of its first byte. A memtable keeps it with a large value so the flush can
+/// point into the (sealed) segment instead of copying the value to a new value
+/// log file (see `vlog.rs`, "WAL segments kept as value logs").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WalLoc {
+    pub segment: u64,
+    pub offset: u64,
+}
+
 impl Frames {
     pub(crate) fn reserve(&mut self, n: usize) {
         self.buf.reserve(n);
@@ -153,6 +163,17 @@ impl Frames {
             hd[..4].copy_from_slice(&lb);
             hd[4..].copy_from_slice(&c.to_le_bytes());
         }
+    }
+
+    /// Each out-of-line value (by the address of its buffer) with the offset
+    /// of its first byte from the start of these records.
+    pub(crate) fn ext_offsets(&self) -> impl Iterator<Item = (*const u8, u64)> + '_ {
+        let mut before = 0u64;
+        self.ext.iter().map(move |(at, v, _)| {
+            let off = *at as u64 + before;
+            before += v.len() as u64;
+            (v.as_ptr(), off)
+        })
     }
 
     /// The records as slices, in file order.
@@ -622,6 +643,39 @@ mod tests {
         for (a, b) in seen.iter().zip(&ops) {
             assert_eq!((a.cf, &a.key, &a.value), (b.cf, &b.key, &b.value));
         }
+    }
+
+    #[test]
+    fn ext_offsets_locate_values_in_the_segment() {
+        use crate::batch;
+        let d = tempfile::tempdir().unwrap();
+        let mut w = WalWriter::create(d.path(), 1).unwrap();
+        let mut first = Frames::default();
+        first.frame(|o| batch::encode_rollback_prepared(o, b"x"));
+        w.append_frames(&first).unwrap();
+        let ops = mixed_ops(60, 3);
+        let mut f = Frames::default();
+        f.frame(|o| batch::encode_commit(o, 1, ops[..25].iter()));
+        f.frame(|o| batch::encode_commit(o, 2, ops[25..].iter()));
+        let base = w.size;
+        w.append_frames(&f).unwrap();
+        w.seal().unwrap();
+        let data = std::fs::read(&w.path).unwrap();
+        let mut found = 0;
+        for (ptr, off) in f.ext_offsets() {
+            let op = ops.iter().find(|o| o.value.as_ptr() == ptr).unwrap();
+            let at = (base + off) as usize;
+            assert_eq!(
+                &data[at..at + op.value.len()],
+                &op.value[..],
+                "{:?}",
+                op.key
+            );
+            found += 1;
+        }
+        let large = ops.iter().filter(|o| o.value.len() >= OUT_OF_LINE).count();
+        assert!(large > 20);
+        assert_eq!(found, large);
     }
 
     #[test]
