@@ -2644,6 +2644,9 @@ impl DbInner {
                     st.vlog_files += 1;
                     st.vlog_bytes += v.size;
                     st.vlog_garbage_bytes += v.garbage;
+                    if v.format == crate::vlog::VlogFormat::WalSegment {
+                        st.vlog_wal_files += 1;
+                    }
                 }
             }
         }

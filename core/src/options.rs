@@ -130,4 +130,7 @@ pub struct CfStats {
     pub vlog_bytes: u64,
     /// Bytes of their records no table points to any more (reclaimed by GC).
     pub vlog_garbage_bytes: u64,
+    /// Of `vlog_files`, the WAL segments kept as value logs (their large
+    /// values were written once, to the WAL; see `vlog.rs`).
+    pub vlog_wal_files: u64,
 }

@@ -14,6 +14,18 @@ use tidesdb_core::*;
 
 const KEYS_PER_TXN: u64 = 4;
 
+/// The value of key `j` of commit `n`: ~108 bytes, except in "b" (odd `j`) of
+/// every third commit, 6000 bytes: large enough for the WAL to hold it out of
+/// line, so flushes point into sealed WAL segments (`vlog.rs`) and the crash
+/// also hits that.
+fn value(n: u64, j: u64) -> Vec<u8> {
+    if j % 2 == 1 && n % 3 == 0 {
+        format!("{n}-{}", "L".repeat(6000)).into_bytes()
+    } else {
+        format!("{n}-{}", "v".repeat(100)).into_bytes()
+    }
+}
+
 fn db_opts() -> DbOptions {
     DbOptions {
         sync_mode: SyncMode::Full,
@@ -35,8 +47,9 @@ fn crash_child_entry() {
     let a = db
         .cf("a")
         .unwrap_or_else(|| db.create_cf("a", CfOptions::default()).unwrap());
-    // "b" separates its values (~108 bytes) into value log files, so the
-    // crash also hits flushes writing value logs.
+    // "b" separates its values (~108 bytes, some 6000) into value log files,
+    // so the crash also hits flushes writing value logs or adopting WAL
+    // segments as value logs.
     let b = db.cf("b").unwrap_or_else(|| {
         db.create_cf(
             "b",
@@ -54,12 +67,8 @@ fn crash_child_entry() {
         let mut t = db.begin(Isolation::RepeatableRead);
         for j in 0..KEYS_PER_TXN {
             let cf = if j % 2 == 0 { &a } else { &b };
-            t.put(
-                cf,
-                format!("n{n:08}-{j}").as_bytes(),
-                format!("{n}-{}", "v".repeat(100)).as_bytes(),
-            )
-            .unwrap();
+            t.put(cf, format!("n{n:08}-{j}").as_bytes(), &value(n, j))
+                .unwrap();
         }
         t.commit().unwrap();
         let mut o = out.lock();
@@ -136,7 +145,7 @@ fn crash_kill9_recovery() {
             for j in 0..KEYS_PER_TXN {
                 let cf = if j % 2 == 0 { &a } else { &b };
                 if let Some(v) = t.get(cf, format!("n{n:08}-{j}").as_bytes()).unwrap() {
-                    assert_eq!(v, format!("{n}-{}", "v".repeat(100)).into_bytes());
+                    assert_eq!(v, value(n, j), "commit {n} key {j}");
                     present += 1;
                 }
             }

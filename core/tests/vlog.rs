@@ -774,3 +774,131 @@ fn shared_reads_do_not_copy() {
     );
     assert_eq!(again, held);
 }
+
+/// Large values (out of line in the WAL, >= 4 KiB) are written once: the
+/// flush points into the sealed WAL segment holding them, kept as a value log
+/// file (a hard link), instead of copying them to a new one. Reads, reopen,
+/// GC of overwritten values, corruption and drop_cf work on such files as on
+/// written ones.
+#[test]
+fn wal_segments_kept_as_value_logs() {
+    let d = tempfile::tempdir().unwrap();
+    let n = 120u32;
+    let len = 9000;
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = sep_cf(&db, "t");
+    // A second family written in the same commits, small values only.
+    let small = db.create_cf("s", CfOptions::default()).unwrap();
+    for i in 0..n {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, &key(i), &val(i, 0, len)).unwrap();
+        t.put(&small, &key(i), b"tiny").unwrap();
+        t.commit().unwrap();
+    }
+    db.flush().unwrap();
+    let st = db.cf_stats(&cf);
+    assert!(st.vlog_wal_files >= 2, "several memtables flushed: {st:?}");
+    assert_eq!(st.vlog_files, st.vlog_wal_files, "nothing copied: {st:?}");
+    // The WAL segments themselves are gone (purged); the data lives on as
+    // the .vlog files, whose garbage is the other family's records and the
+    // framing.
+    assert!(
+        st.vlog_garbage_bytes < st.vlog_bytes / 10,
+        "{} of {}",
+        st.vlog_garbage_bytes,
+        st.vlog_bytes
+    );
+    assert_eq!(vlog_bytes(d.path()), st.vlog_bytes);
+    check(&db, &cf, |i| Some(val(i, 0, len)), n);
+    db.close().unwrap();
+    drop(db);
+
+    // Reopen: the format comes from the manifest.
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.cf("t").unwrap();
+    assert_eq!(db.cf_stats(&cf).vlog_wal_files, st.vlog_wal_files);
+    check(&db, &cf, |i| Some(val(i, 0, len)), n);
+    db.close().unwrap();
+    drop(db);
+
+    // A flipped byte inside one value of an adopted file fails that read
+    // only, with a corruption error.
+    let victim = 57u32;
+    let needle = format!("value-{victim}-0-").into_bytes();
+    let (path, orig, at) = vlog_files(d.path())
+        .into_iter()
+        .find_map(|(name, _)| {
+            let path = d.path().join(name);
+            let data = std::fs::read(&path).unwrap();
+            let at = data.windows(needle.len()).position(|w| w == needle)?;
+            Some((path, data, at))
+        })
+        .expect("the value is in one of the adopted files");
+    let mut data = orig.clone();
+    data[at + 100] ^= 0x10;
+    std::fs::write(&path, &data).unwrap();
+    {
+        let db = Db::open(d.path(), opts()).unwrap();
+        let cf = db.cf("t").unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..n {
+            match t.get(&cf, &key(i)) {
+                Err(Error::Corruption { .. }) if i == victim => {}
+                r => assert_eq!(r.unwrap(), Some(val(i, 0, len)), "key {i}"),
+            }
+        }
+        assert!(matches!(
+            t.get(&cf, &key(victim)),
+            Err(Error::Corruption { .. })
+        ));
+    }
+    std::fs::write(&path, &orig).unwrap();
+
+    // Overwrite 70 %: the adopted files become mostly garbage, GC relocates
+    // the live values and removes them.
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.cf("t").unwrap();
+    write(&db, &cf, (0..n).filter(|i| i % 10 < 7), 1, len);
+    db.flush().unwrap();
+    db.compact_range(&cf, None, None).unwrap();
+    db.gc_value_log(&cf).unwrap();
+    let exp = |i: u32| Some(val(i, if i % 10 < 7 { 1 } else { 0 }, len));
+    check(&db, &cf, exp, n);
+    let live = u64::from(n) * len as u64;
+    let after = vlog_bytes(d.path());
+    assert!(after <= live + live / 4, "{after} vs live {live}");
+    assert_eq!(db.cf_stats(&cf).vlog_bytes, after);
+
+    // Dropping the family removes its value log files.
+    db.drop_cf("t").unwrap();
+    db.close().unwrap();
+    drop(db);
+    let _ = Db::open(d.path(), opts()).unwrap();
+    assert!(
+        vlog_files(d.path()).is_empty(),
+        "{:?}",
+        vlog_files(d.path())
+    );
+}
+
+/// A segment mostly made of other data is not adopted (it would start above
+/// the GC ratio): its large values are copied as before.
+#[test]
+fn wal_segment_with_little_separated_data_is_not_adopted() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = sep_cf(&db, "t");
+    let other = db.create_cf("o", CfOptions::default()).unwrap();
+    for i in 0..40u32 {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, &key(i), &val(i, 0, 5000)).unwrap();
+        // 3x as many bytes of another family in the same segments.
+        t.put(&other, &key(i), &val(i, 0, 15000)).unwrap();
+        t.commit().unwrap();
+    }
+    db.flush().unwrap();
+    let st = db.cf_stats(&cf);
+    assert!(st.vlog_files >= 1, "{st:?}");
+    assert_eq!(st.vlog_wal_files, 0, "{st:?}");
+    check(&db, &cf, |i| Some(val(i, 0, 5000)), 40);
+}
