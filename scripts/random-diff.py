@@ -720,8 +720,9 @@ class Runner:
         self.check_autoinc()
 
     def check_autoinc(self):
-        """InnoDB persists AUTO_INCREMENT; TidesDB re-seeds from the largest value (documented).
-        Report a difference as KNOWN and align both on InnoDB's value (same statement on both)."""
+        """Both engines persist AUTO_INCREMENT (one past the largest value a row used); InnoDB
+        has quirks left unemulated (e.g. one more after an UPDATE moved the column up). Report a
+        difference as KNOWN and align both on InnoDB's value (same statement on both)."""
         for tn in self.tables:
             q = ("SELECT AUTO_INCREMENT FROM information_schema.TABLES WHERE TABLE_SCHEMA=DATABASE() "
                  "AND TABLE_NAME='%s'" % tn)

@@ -12,7 +12,7 @@
 //! | key | value |
 //! |---|---|
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
-//! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit that used the value, which follows it in the WAL) |
+//! | `autoinc/<table_id u64 BE>` | u64 LE: one past the largest AUTO_INCREMENT value a row was written with (as InnoDB persists it: values reserved but not used are not kept over a restart), written whenever it grows (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit of the row, which follows it in the WAL) |
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
@@ -177,10 +177,12 @@ pub struct TableShared {
     /// Next hidden row id for tables without a primary key; 0 = not yet seeded.
     next_rowid: AtomicU64,
     seed_lock: Mutex<()>,
-    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it). The
-    /// counter is persisted in the catalog each time it moves (see
-    /// [`TableShared::persist_autoinc`]).
+    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it).
     autoinc: Mutex<u64>,
+    /// The counter's value in the catalog: one past the largest value a row
+    /// was written with (see [`TableShared::persist_autoinc`]); guarded by
+    /// `autoinc`'s lock.
+    autoinc_saved: AtomicU64,
     /// The counter's put still waiting for a commit group (rewritten in place
     /// while it waits); guarded by `autoinc`'s lock.
     autoinc_pending: Mutex<Option<DeferredPut>>,
@@ -224,6 +226,7 @@ impl TableShared {
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
             autoinc: Mutex::new(0),
+            autoinc_saved: AtomicU64::new(0),
             autoinc_pending: Mutex::new(None),
             extents: Mutex::new(None),
             db,
@@ -287,6 +290,7 @@ impl TableShared {
                 None => 0,
             };
             txn.rollback();
+            self.autoinc_saved.store(persisted, Ordering::Relaxed);
             *c = next.max(persisted).max(option).max(1);
         }
         Ok(*c)
@@ -378,10 +382,14 @@ impl TableShared {
     }
 
     /// Persists the counter (caller holds `autoinc`'s lock, so the values
-    /// queued only grow). A deferred put: it waits for no commit group, yet the
-    /// WAL holds it ahead of the commit of any row that uses a value it covers
-    /// (that commit is queued after it), so a restart or crash never hands out
-    /// a committed value again; puts queued while a group is being written
+    /// queued only grow). It is one past the largest value a row was written
+    /// with, as InnoDB keeps it (10.2.4+): values reserved for a statement but
+    /// not used are handed out again after a restart (InnoDB: 100 rows by
+    /// INSERT ... SELECT reserve up to 127, and 101 comes next after a
+    /// restart). A deferred put: it waits for no commit group, yet the WAL
+    /// holds it ahead of the commit of the row that used the value (that
+    /// commit is queued after it), so a restart or crash never hands out a
+    /// committed value again; puts queued while a group is being written
     /// coalesce into one record.
     fn persist_autoinc(&self, value: u64) -> FfiResult<()> {
         let table_id = self.state.read().meta.table_id;
@@ -410,23 +418,26 @@ impl TableShared {
         }
         let first = align_auto_increment(*c, offset, increment);
         let next = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
-        let next = next.min(max.saturating_add(1)).max(*c);
-        if next != *c {
-            // Under the counter's lock, so these small commits never race.
-            self.persist_autoinc(next)?;
-            *c = next;
-        }
+        // Persisted only when a row uses a value (`autoinc_observe`).
+        *c = next.min(max.saturating_add(1)).max(*c);
         Ok(first)
     }
 
-    /// Moves the counter past a stored value (values beyond the column's range are
-    /// ignored).
+    /// A row was written with `value` (generated or explicit): the counter
+    /// moves past it and the persisted counter covers it (values beyond the
+    /// column's range are ignored).
     pub fn autoinc_observe(&self, value: u64, max: u64) -> FfiResult<()> {
         let mut c = self.autoinc.lock();
-        if *c != 0 && value >= *c && value <= max {
-            self.persist_autoinc(value.saturating_add(1))?;
-            *c = value.saturating_add(1);
+        if *c == 0 || value > max {
+            return Ok(());
         }
+        let past = value.saturating_add(1);
+        // Under the counter's lock, so these small commits never race.
+        if past > self.autoinc_saved.load(Ordering::Relaxed) {
+            self.persist_autoinc(past)?;
+            self.autoinc_saved.store(past, Ordering::Relaxed);
+        }
+        *c = (*c).max(past);
         Ok(())
     }
 
