@@ -72,7 +72,8 @@ const uchar *Engine_external_reader::read(Field *field, size_t len) {
   status = buf->read(m_trx, m_tbl, TDB_BLOB_INDEX, m_key, m_latest);
   if (status) {
     error = status == TDB_NOT_FOUND ? "an external BLOB/TEXT value of a row is missing"
-                                    : "an external BLOB/TEXT value could not be read";
+                                    : std::string("an external BLOB/TEXT value could not be read: ") +
+                                          tdb_last_error();
     return nullptr;
   }
   if (buf->size() != len) {

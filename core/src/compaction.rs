@@ -249,13 +249,17 @@ impl DbInner {
     /// (`None` = the configured GC ratio) and that hold any garbage.
     fn gc_candidates(&self, cf: &CfInner, permille: Option<u64>) -> BTreeSet<u64> {
         let ratio = permille.unwrap_or_else(|| self.vlog_gc_permille.load(Ordering::Relaxed));
+        // A file quarantined at open cannot be read: its values stay put.
+        let lv = cf.current().levels.clone();
+        let readable = |n: &u64| lv.vlogs.get(n).is_some_and(|f| f.broken().is_none());
         let m = self.manifest.lock();
         m.1.vlog_files
             .iter()
-            .filter(|(_, v)| {
+            .filter(|(n, v)| {
                 v.cf == cf.id
                     && v.garbage > 0
                     && u128::from(v.garbage) * 1000 >= u128::from(v.size) * u128::from(ratio)
+                    && readable(n)
             })
             .map(|(n, _)| *n)
             .collect()

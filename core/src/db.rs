@@ -27,14 +27,17 @@ pub(crate) const MAX_IMMS: usize = 4;
 /// together (`Memtable::warm_inserts`).
 const WARM_RUN: usize = 64;
 
-/// A table file quarantined at open (see [`Db::quarantined_files`]).
+/// A table file or value log file quarantined at open (see
+/// [`Db::quarantined_files`]).
 #[derive(Clone, Debug)]
 pub struct QuarantinedFile {
     /// Name of its column family.
     pub cf: String,
     pub path: PathBuf,
-    /// The error reads of its key range get.
+    /// The error reads of its key range (of its values) get.
     pub error: String,
+    /// A value log file (else a table file).
+    pub value_log: bool,
 }
 
 pub(crate) struct FileHandle {
@@ -690,7 +693,8 @@ impl Db {
 
     /// Table files set aside when the database opened because their footer,
     /// index, filter or props block could not be read or verified (or the
-    /// file was missing). Reads of their key ranges fail with
+    /// file was missing), and value log files that could not be opened.
+    /// Reads of their key ranges (of the values in them) fail with
     /// `Error::Corruption`; dropping the column family removes them.
     pub fn quarantined_files(&self) -> Vec<QuarantinedFile> {
         let cfs: Vec<Arc<CfInner>> = self.inner().cfs.read().values().cloned().collect();
@@ -703,6 +707,17 @@ impl Db {
                         cf: cf.name.lock().clone(),
                         path: f.table.path.clone(),
                         error: f.table.broken_error().to_string(),
+                        value_log: false,
+                    });
+                }
+            }
+            for v in sv.levels.vlogs.values() {
+                if let Some(why) = v.broken() {
+                    out.push(QuarantinedFile {
+                        cf: cf.name.lock().clone(),
+                        path: v.path.clone(),
+                        error: why.to_string(),
+                        value_log: true,
                     });
                 }
             }
@@ -808,15 +823,14 @@ impl DbInner {
             }
             for (no, v) in &state.vlog_files {
                 if v.cf == *id {
-                    levels.vlogs.insert(
-                        *no,
-                        Arc::new(crate::vlog::VlogFile::open(
-                            dir,
-                            *no,
-                            v.format,
-                            dio.as_ref(),
-                        )?),
-                    );
+                    // A missing or unreadable value log file does not stop
+                    // the engine: only reads of its values fail (as with a
+                    // quarantined table file).
+                    let f = crate::vlog::VlogFile::open(dir, *no, v.format, dio.as_ref())
+                        .unwrap_or_else(|e| {
+                            crate::vlog::VlogFile::quarantined(dir, *no, v.format, &e)
+                        });
+                    levels.vlogs.insert(*no, Arc::new(f));
                 }
             }
             levels.normalize();

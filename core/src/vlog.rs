@@ -319,10 +319,14 @@ pub(crate) struct VlogFile {
     pub no: u64,
     pub path: PathBuf,
     pub format: VlogFormat,
-    file: File,
+    /// `None`: quarantined at open (see `broken`).
+    file: Option<File>,
     direct: Option<(File, Arc<DirectIo>)>,
     size: u64,
     obsolete: AtomicBool,
+    /// Why the file could not be opened (missing, unreadable): reads of its
+    /// values fail with this, other values and tables are unaffected.
+    broken: Option<String>,
 }
 
 impl std::fmt::Debug for VlogFile {
@@ -355,11 +359,35 @@ impl VlogFile {
             no,
             path,
             format,
-            file,
+            file: Some(file),
             direct,
             size,
             obsolete: AtomicBool::new(false),
+            broken: None,
         })
+    }
+
+    /// A file the manifest lists that could not be opened (missing,
+    /// unreadable): it does not stop the database from opening. Reads of the
+    /// values in it fail with `Error::Corruption` naming `err`; GC never
+    /// reads it; nothing on disk changes, so a restored file is used again at
+    /// the next open (`Db::quarantined_files` lists it meanwhile).
+    pub(crate) fn quarantined(dir: &Path, no: u64, format: VlogFormat, err: &Error) -> VlogFile {
+        VlogFile {
+            no,
+            path: vlog_path(dir, no),
+            format,
+            file: None,
+            direct: None,
+            size: 0,
+            obsolete: AtomicBool::new(false),
+            broken: Some(err.to_string()),
+        }
+    }
+
+    /// Why the file was quarantined at open, if it was.
+    pub(crate) fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
     }
 
     /// Bytes of the file (when it was opened; it never grows after).
@@ -377,6 +405,10 @@ impl VlogFile {
     /// range of the buffer the read filled, not a copy).
     pub(crate) fn read(&self, p: &Ptr) -> Result<SharedBytes> {
         let bad = |d: &str| Error::corruption(&self.path, p.offset, format!("value log: {d}"));
+        let Some(file) = &self.file else {
+            let why = self.broken.as_deref().unwrap_or("not open");
+            return Err(bad(&format!("file quarantined at open: {why}")));
+        };
         let min_len = match self.format {
             VlogFormat::Records => 5,
             VlogFormat::WalSegment => 1,
@@ -385,7 +417,7 @@ impl VlogFile {
             return Err(bad("pointer out of range"));
         }
         let (buf, range) = crate::fsutil::read_at_range(
-            &self.file,
+            file,
             self.direct.as_ref().map(|(f, d)| (f, &**d)),
             p.offset,
             p.len as usize,

@@ -508,9 +508,45 @@ fn corrupt_value_log_is_an_error() {
     assert!(res
         .iter()
         .all(|r| matches!(r, Ok(Some(_)) | Err(Error::Corruption { .. }))));
-    // A missing file (the manifest names it) fails the open.
-    std::fs::remove_file(&path).unwrap();
-    assert!(Db::open(d.path(), opts()).is_err());
+    // A missing file (the manifest names it) does not stop the open: it is
+    // quarantined, reads of its values fail with a corruption error naming
+    // it, and a restored file is used again at the next open.
+    std::fs::write(&path, &orig).unwrap();
+    let aside = d.path().join("aside");
+    std::fs::rename(&path, &aside).unwrap();
+    {
+        let db = Db::open(d.path(), opts()).unwrap();
+        let q = db.quarantined_files();
+        assert_eq!(q.len(), 1, "{q:?}");
+        assert_eq!(q[0].path, path);
+        assert_eq!(q[0].cf, "t");
+        let cf = db.cf("t").unwrap();
+        // Small values live in the table: unaffected.
+        let small = db.create_cf("small", CfOptions::default()).unwrap();
+        write(&db, &small, 0..3, 0, 10);
+        let mut t = db.begin(Isolation::RepeatableRead);
+        assert_eq!(t.get(&small, &key(1)).unwrap(), Some(val(1, 0, 10)));
+        match t.get(&cf, &key(0)) {
+            Err(Error::Corruption { detail, .. }) => {
+                assert!(detail.contains("quarantined"), "{detail}")
+            }
+            r => panic!("{r:?}"),
+        }
+        // GC and compaction leave the file's entries alone.
+        drop(t);
+        db.compact_range(&cf, None, None).unwrap();
+        db.gc_value_log(&cf).unwrap();
+        db.close().unwrap();
+    }
+    std::fs::rename(&aside, &path).unwrap();
+    let res = read_all(d.path());
+    for (i, r) in res.into_iter().enumerate() {
+        assert_eq!(
+            r.unwrap(),
+            Some(val(i as u32, 0, 2000)),
+            "restored: key {i}"
+        );
+    }
 }
 
 /// Checksum once: a value of at least 4 KiB is checksummed when the

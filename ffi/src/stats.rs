@@ -200,8 +200,9 @@ pub fn status_text() -> FfiResult<String> {
 }
 
 /// One line per table file the engine set aside when it opened (damaged
-/// footer / index / filter / props, or missing): which table it belongs to
-/// and the error reads of its key range get. Empty when there is none.
+/// footer / index / filter / props, or missing) and per value log file it
+/// could not open: which table it belongs to and the error reads get. Empty
+/// when there is none.
 pub fn damaged_text() -> FfiResult<String> {
     let e = engine()?;
     let damaged = e.db.quarantined_files();
@@ -216,16 +217,28 @@ pub fn damaged_text() -> FfiResult<String> {
             if let Some(i) = cf_names.iter().position(|n| *n == q.cf) {
                 what = if i == 0 {
                     format!("table {table} (rows)")
+                } else if i + 1 == cf_names.len() {
+                    // The last family holds the external BLOB/TEXT values.
+                    format!("table {table} (BLOB/TEXT values)")
                 } else {
                     format!("table {table} (index {i})")
                 };
             }
         }
-        let _ = writeln!(
-            out,
-            "damaged table file of {what} set aside; reads of its rows fail until the table is dropped: {}",
-            q.error
-        );
+        if q.value_log {
+            let _ = writeln!(
+                out,
+                "unreadable value log file {} of {what} set aside; reads of the rows whose values it holds fail until it is restored (then restart) or the table is dropped: {}",
+                q.path.display(),
+                q.error
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "damaged table file of {what} set aside; reads of its rows fail until the table is dropped: {}",
+                q.error
+            );
+        }
     }
     Ok(out)
 }
