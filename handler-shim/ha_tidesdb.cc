@@ -87,7 +87,10 @@ ulonglong ha_tidesdb::table_flags() const {
          /* FULLTEXT (fulltext.cc); _EXT: MATCH needs a FULLTEXT index, as in InnoDB */
          HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT |
          /* SPATIAL keys (spatial.cc) on GEOMETRY columns */
-         HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS;
+         HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS |
+         /* unique keys checked in creation order, not the server's (after an in-place
+            ADD UNIQUE): REPLACE must not take the first duplicate for the last key */
+         (m_tbl && tdb_table_dup_keys_not_in_order(m_tbl) ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
 }
 
 bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {

@@ -251,6 +251,19 @@ impl TableShared {
         })
     }
 
+    /// The order in which `apply` visits ops of engine indexes 0 (rows), 1..n:
+    /// the order the indexes were created in (their numbers), as InnoDB checks
+    /// unique keys in the order of its dictionary. `None` when that is the key
+    /// order (no index was added in place after another that sorts later).
+    pub fn creation_ranks(&self) -> Option<Vec<u32>> {
+        let st = self.state.read();
+        let nos = &st.meta.index_nos;
+        if nos.windows(2).all(|w| w[0] < w[1]) {
+            return None;
+        }
+        Some(nos.clone())
+    }
+
     /// Rows, then secondary indexes (not the external values: see [`Self::blob_cf`]).
     pub fn cfs(&self) -> Vec<Cf> {
         self.state.read().cfs.clone()

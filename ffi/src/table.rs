@@ -122,7 +122,20 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
         // An unlocked put after a locked first op on the rows index is written under
         // that row's lock (see `struct tdb_op` in the header).
         let mut cover: Option<(Cf, &[u8])> = None;
-        for (i, op) in ops.iter().enumerate() {
+        // Ops in the order their indexes were created (the rows first): the
+        // first unique key a row clashes on is InnoDB's, which decides the
+        // duplicate REPLACE / ON DUPLICATE KEY UPDATE acts on. A stable sort:
+        // the ops of one index keep their order (an UPDATE's delete, then put).
+        let mut order: Vec<usize> = (0..ops.len()).collect();
+        if let Some(ranks) = table.shared.creation_ranks() {
+            let rank = |index: u32| match index {
+                0 => 0,
+                i => ranks.get(i as usize - 1).copied().unwrap_or(u32::MAX),
+            };
+            order.sort_by_key(|&i| ops.get(i).map_or(u32::MAX, |op| rank(op.index)));
+        }
+        for &i in &order {
+            let Some(op) = ops.get(i) else { continue };
             *failed = i;
             let cf = table.shared.cf(op.index)?;
             // SAFETY: the shim passes key/value buffers valid for the call.
@@ -344,6 +357,15 @@ pub unsafe extern "C" fn tdb_table_close(table: *mut Table) {
 pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
     // SAFETY: NULL or a live handle by contract.
     unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count())
+}
+
+/// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_dup_keys_not_in_order(table: *const Table) -> c_int {
+    // SAFETY: NULL or a live handle by contract.
+    let reordered = unsafe { table.as_ref() }.is_some_and(|t| t.shared.creation_ranks().is_some());
+    c_int::from(reordered)
 }
 
 /// # Safety
