@@ -103,11 +103,17 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   ulong flags = HA_READ_NEXT | HA_READ_PREV | HA_READ_ORDER | HA_READ_RANGE;
   if (!table_share || idx >= table_share->keys) return flags;
   if (is_fulltext(&table_share->key_info[idx])) return 0; /* read by ft_read only */
-  if (idx == table_share->primary_key) {
-    /* The row holds every column. */
-    return flags | HA_CLUSTERED_INDEX | HA_KEYREAD_ONLY;
-  }
   const KEY *key = &table_share->key_info[idx];
+  if (idx == table_share->primary_key) {
+    /* The row holds every column. Clustered, unless a part is a prefix (or a BLOB):
+       the server then expects an index-only read of another key to put the primary
+       key's columns in the record (index merge filters those rows by the primary key
+       ranges), and an entry carries only the encoded prefix. */
+    bool whole = true;
+    for (uint p = 0; p < key->user_defined_key_parts; p++)
+      whole = whole && part_is_covered(&key->key_part[p]);
+    return flags | HA_KEYREAD_ONLY | (whole ? HA_CLUSTERED_INDEX : 0);
+  }
   /* A window search: forward only, in no useful order, never index-only. */
   if (is_spatial(key)) return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;
   if (part >= key->user_defined_key_parts) return flags;
@@ -219,6 +225,12 @@ int ha_tidesdb::open(const char *name, int, uint) {
   uint next = 1;
   for (uint k = 0; k < n_keys; k++) m_key_to_engine[k] = is_pk(k) ? 0 : next++;
 
+  m_pk_has_uncovered_part = false;
+  if (!m_hidden_pk) {
+    const KEY &pk_key = table->key_info[table->s->primary_key];
+    for (uint p = 0; p < pk_key.user_defined_key_parts; p++)
+      if (!part_is_covered(&pk_key.key_part[p])) m_pk_has_uncovered_part = true;
+  }
   m_pk_len = m_hidden_pk ? HIDDEN_PK_LEN
                          : max_encoded_length(&table->key_info[table->s->primary_key],
                                               table->key_info[table->s->primary_key]
@@ -1022,7 +1034,9 @@ int ha_tidesdb::rnd_end() {
 
 void ha_tidesdb::position(const uchar *record) {
   std::string pk;
-  if (m_hidden_pk)
+  /* After an index-only read the record lacks the prefix parts of the primary key
+     (index merge positions such rows): the key of the entry read is the row's. */
+  if (m_hidden_pk || (m_pk_has_uncovered_part && keyread_enabled()))
     pk = m_last_pk;
   else
     encode_pk(record, &pk);

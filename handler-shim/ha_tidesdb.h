@@ -270,6 +270,9 @@ private:
   /* Row locks taken by this statement's reads (set in store_lock). */
   enum { ROW_LOCK_NONE, ROW_LOCK_SHARED, ROW_LOCK_EXCLUSIVE } m_lock_rows = ROW_LOCK_NONE;
   bool m_hidden_pk = false;
+  /* Some primary key part is a prefix (or a BLOB): an index-only read cannot put
+     the whole column in the record, so position() takes the key read instead. */
+  bool m_pk_has_uncovered_part = false;
   uint m_pk_len = 0;
   std::vector<uint> m_key_to_engine;
   uchar *m_scratch_rec = nullptr;
