@@ -88,6 +88,8 @@ ulonglong ha_tidesdb::table_flags() const {
          HA_CAN_FULLTEXT | HA_CAN_FULLTEXT_EXT |
          /* SPATIAL keys (spatial.cc) on GEOMETRY columns */
          HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS |
+         /* SELECT ... SKIP LOCKED (locked_read skips rows others hold) */
+         HA_CAN_SKIP_LOCKED |
          /* unique keys checked in creation order, not the server's (after an in-place
             ADD UNIQUE): REPLACE must not take the first duplicate for the last key */
          (m_tbl && tdb_table_dup_keys_not_in_order(m_tbl) ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
@@ -318,7 +320,10 @@ THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
   /* What the statement's reads must lock: LOCK IN SHARE MODE takes shared row
      locks; FOR UPDATE, UPDATE and DELETE exclusive ones; the tables a writing
      statement only reads shared ones (locks_rows_it_reads). */
-  if (lock_type == TL_READ_WITH_SHARED_LOCKS || locks_rows_it_reads(thd, lock_type))
+  if (lock_type != TL_IGNORE)
+    m_skip_locked = lock_type == TL_READ_SKIP_LOCKED || lock_type == TL_WRITE_SKIP_LOCKED;
+  if (lock_type == TL_READ_WITH_SHARED_LOCKS || lock_type == TL_READ_SKIP_LOCKED ||
+      locks_rows_it_reads(thd, lock_type))
     m_lock_rows = ROW_LOCK_SHARED;
   else if (lock_type >= TL_WRITE_ALLOW_WRITE)
     m_lock_rows = ROW_LOCK_EXCLUSIVE;
@@ -331,7 +336,8 @@ THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
     if (lock_type >= TL_WRITE_CONCURRENT_INSERT && lock_type <= TL_WRITE &&
         !thd_in_lock_tables(thd) && !thd_tablespace_op(thd))
       lock_type = TL_WRITE_ALLOW_WRITE;
-    else if (lock_type == TL_READ_NO_INSERT && !thd_in_lock_tables(thd))
+    else if ((lock_type == TL_READ_NO_INSERT && !thd_in_lock_tables(thd)) ||
+             lock_type == TL_READ_SKIP_LOCKED)
       lock_type = TL_READ;
     m_lock.type = lock_type;
   }
@@ -836,8 +842,12 @@ int ha_tidesdb::open_cursor(uint engine_idx) {
   bool latest = m_lock_rows != ROW_LOCK_NONE;
   if (m_cursor && m_cursor_index == engine_idx && m_cursor_latest == latest) return 0;
   close_cursor();
+  /* SKIP LOCKED scans lock no gaps (a gap another transaction holds would stop
+     them instead of being skipped). */
+  if (m_skip_locked) tdb_trx_set_skip_locked(trx(), 1);
   int st = latest ? tdb_cursor_open_latest(trx(), m_tbl, engine_idx, &m_cursor)
                   : tdb_cursor_open(trx(), m_tbl, engine_idx, &m_cursor);
+  if (m_skip_locked) tdb_trx_set_skip_locked(trx(), 0);
   if (st) {
     m_cursor = nullptr;
     return fail(st);
@@ -887,9 +897,13 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
 int ha_tidesdb::locked_read(uchar *buf, const uint8_t *pk, size_t pk_len) {
   const uint8_t *value;
   size_t len;
+  if (m_skip_locked) tdb_trx_set_skip_locked(trx(), 1);
   int st = tdb_lock_row(trx(), m_tbl, pk, pk_len,
                         m_lock_rows == ROW_LOCK_SHARED ? TDB_LOCK_SHARED : TDB_LOCK_EXCLUSIVE,
                         &value, &len);
+  if (m_skip_locked) tdb_trx_set_skip_locked(trx(), 0);
+  /* SKIP LOCKED: a row another transaction holds is not there for this statement. */
+  if (st == TDB_LOCK_TIMEOUT && m_skip_locked) return HA_ERR_KEY_NOT_FOUND;
   if (st) return fail(st);
   m_last_pk.assign((const char *)pk, pk_len);
   return unpack_row(buf, value, len);

@@ -29,6 +29,10 @@ tdb_trx *get_trx(THD *thd, bool create);
 /* Starts (if needed) the connection's transaction and its current statement, and
    registers the engine with the server's transaction coordinator. */
 int begin_statement(THD *thd, tdb_trx **out);
+/* Milliseconds a row lock wait of the statement may last: tidesdb_lock_wait_timeout,
+   or less when the statement sets lock_wait_timeout (NOWAIT, WAIT n, SET STATEMENT),
+   as those set innodb_lock_wait_timeout for InnoDB. */
+uint64_t statement_lock_wait_ms(THD *thd);
 /* tidesdb_stats_auto_recalc */
 bool stats_auto_recalc();
 /* The fields an entry of secondary key keynr of table carries (see the Format in
@@ -270,6 +274,8 @@ private:
   /* Row locks taken by this statement's reads (set in store_lock). */
   enum { ROW_LOCK_NONE, ROW_LOCK_SHARED, ROW_LOCK_EXCLUSIVE } m_lock_rows = ROW_LOCK_NONE;
   bool m_hidden_pk = false;
+  /* SELECT ... SKIP LOCKED: locking reads skip rows another transaction holds. */
+  bool m_skip_locked = false;
   /* Some primary key part is a prefix (or a BLOB): an index-only read cannot put
      the whole column in the record, so position() takes the key read instead. */
   bool m_pk_has_uncovered_part = false;

@@ -204,13 +204,23 @@ static bool in_multi_statement_trx(THD *thd) {
   return thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN);
 }
 
+uint64_t statement_lock_wait_ms(THD *thd) {
+  uint64_t ms = (uint64_t)THDVAR(thd, lock_wait_timeout) * 1000;
+  /* NOWAIT and WAIT n are statement variables (lock_wait_timeout, and
+     innodb_lock_wait_timeout when InnoDB is loaded); a plain session
+     lock_wait_timeout (for metadata locks) does not shorten row lock waits. */
+  if (thd->lex && !thd->lex->stmt_var_list.is_empty())
+    ms = std::min<uint64_t>(ms, (uint64_t)thd->variables.lock_wait_timeout * 1000);
+  return ms;
+}
+
 int begin_statement(THD *thd, tdb_trx **out) {
   tdb_trx *trx = get_trx(thd, true);
   *out = trx;
   if (!trx) return TDB_INTERNAL;
   if (int st = tdb_trx_begin(trx, isolation_of(thd))) return st;
   if (int st = tdb_trx_stmt_begin(trx)) return st;
-  tdb_trx_set_lock_wait_timeout(trx, (uint64_t)THDVAR(thd, lock_wait_timeout) * 1000);
+  tdb_trx_set_lock_wait_timeout(trx, statement_lock_wait_ms(thd));
   trans_register_ha(thd, false, tidesdb_hton, 0);
   if (in_multi_statement_trx(thd)) trans_register_ha(thd, true, tidesdb_hton, 0);
   return TDB_OK;

@@ -268,6 +268,10 @@ size_t tdb_xa_recover(void (*found)(void *ctx, const uint8_t *xid, size_t xid_le
 
 /* How long lock waits of this transaction last (innodb_lock_wait_timeout). */
 int tdb_trx_set_lock_wait_timeout(tdb_trx *trx, uint64_t millis);
+/* SKIP LOCKED for the locking reads that follow (until set to 0): tdb_lock_row does
+   not wait (TDB_LOCK_TIMEOUT at once: the shim skips that row) and neither it nor a
+   cursor opened meanwhile locks gaps. */
+int tdb_trx_set_skip_locked(tdb_trx *trx, int on);
 /* Wakes the transaction's current (or next) lock wait with TDB_ABORTED: KILL QUERY.
    Safe to call from another thread while the owner waits. */
 void tdb_trx_cancel(tdb_trx *trx);

@@ -770,7 +770,7 @@ pub unsafe extern "C" fn tdb_lock_row(
         } else {
             LockMode::Exclusive
         };
-        let timeout = trx.lock_wait_timeout;
+        let timeout = trx.read_lock_timeout();
         let gap_locking = trx.gap_locking();
         let txn = trx.txn()?;
         if gap_locking && txn.get_latest(&cf, key)?.is_none() {

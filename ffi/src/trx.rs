@@ -26,6 +26,9 @@ pub struct Trx {
     next_user_id: u64,
     /// How long a lock wait may last.
     pub lock_wait_timeout: Duration,
+    /// SKIP LOCKED: row locks are tried without waiting (a row another
+    /// transaction holds is skipped by the shim) and no gap is locked.
+    pub skip_locked: bool,
     /// Cancels the active transaction's lock wait; shared with KILL QUERY's thread.
     cancel: Arc<Mutex<Option<CancelHandle>>>,
 }
@@ -53,6 +56,7 @@ impl Default for Trx {
             user: BTreeMap::new(),
             next_user_id: 1,
             lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
+            skip_locked: false,
             cancel: Arc::new(Mutex::new(None)),
         }
     }
@@ -72,7 +76,16 @@ impl Trx {
     /// Locking reads lock gaps too (next-key locking): REPEATABLE READ and
     /// SERIALIZABLE, as InnoDB.
     pub fn gap_locking(&self) -> bool {
-        self.txn.is_some() && self.isolation != Isolation::ReadCommitted
+        self.txn.is_some() && self.isolation != Isolation::ReadCommitted && !self.skip_locked
+    }
+
+    /// How long a row lock taken by a locking read may be waited for.
+    pub fn read_lock_timeout(&self) -> Duration {
+        if self.skip_locked {
+            Duration::ZERO
+        } else {
+            self.lock_wait_timeout
+        }
     }
 
     /// The active engine transaction.
@@ -304,6 +317,16 @@ pub unsafe extern "C" fn tdb_trx_savepoint_release(trx: *mut Trx, id: u64) -> c_
 pub unsafe extern "C" fn tdb_trx_set_lock_wait_timeout(trx: *mut Trx, millis: u64) -> c_int {
     with_trx(trx, |t| {
         t.lock_wait_timeout = Duration::from_millis(millis);
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_set_skip_locked(trx: *mut Trx, on: c_int) -> c_int {
+    with_trx(trx, |t| {
+        t.skip_locked = on != 0;
         Ok(())
     })
 }
