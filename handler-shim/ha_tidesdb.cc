@@ -226,6 +226,12 @@ int ha_tidesdb::open(const char *name, int, uint) {
   m_key_to_engine.assign(n_keys, 0);
   uint next = 1;
   for (uint k = 0; k < n_keys; k++) m_key_to_engine[k] = is_pk(k) ? 0 : next++;
+  m_key_fully_covered.assign(n_keys, true);
+  for (uint k = 0; k < n_keys; k++) {
+    const KEY &key = table->key_info[k];
+    for (uint p = 0; p < key.user_defined_key_parts; p++)
+      if (!part_is_covered(&key.key_part[p])) m_key_fully_covered[k] = false;
+  }
 
   m_pk_has_uncovered_part = false;
   if (!m_hidden_pk) {
@@ -957,7 +963,14 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
     return index_cond_verdict(buf);
   }
   bool icp = pushed_idx_cond && pushed_idx_cond_keyno == m_cursor_key;
-  if (icp || (keyread_enabled() && keyread == m_cursor_key)) {
+  /* Index-only only if the key's own columns all come back: index merge reads every
+     key index-only, and the server then checks the range end (compare_key) and the
+     primary key ranges on the record's key columns, which a prefix part (or a BLOB)
+     cannot restore. Such a key's rows are read whole (random-diff seed 467). */
+  bool index_only = keyread_enabled() && keyread == m_cursor_key &&
+                    m_cursor_key < m_key_fully_covered.size() &&
+                    m_key_fully_covered[m_cursor_key];
+  if (icp || index_only) {
     /* Index-only read (the entry carries every column the server reads), or the
        pushed condition checked on the entry before the row is read. */
     if (!unpack_entry_columns(buf, v, vlen)) {
@@ -966,7 +979,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
       return HA_ERR_TIDESDB_CORRUPTION;
     }
     if (int verdict = index_cond_verdict(buf)) return verdict;
-    if (!icp || (keyread_enabled() && keyread == m_cursor_key)) {
+    if (index_only) {
       m_last_pk.assign((const char *)pk, m_pk_len);
       count_event(ROWS_READ);
       return 0;

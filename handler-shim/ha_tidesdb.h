@@ -281,6 +281,9 @@ private:
   bool m_pk_has_uncovered_part = false;
   uint m_pk_len = 0;
   std::vector<uint> m_key_to_engine;
+  /* Per key: every part is covered (part_is_covered), so an index-only read puts
+     all of the key's columns in the record. */
+  std::vector<bool> m_key_fully_covered;
   uchar *m_scratch_rec = nullptr;
 
   /* The window search the index cursor is in (tdb_mbr_mode, UINT32_MAX: none)
