@@ -111,6 +111,11 @@ struct tdb_engine_counters {
   uint64_t live_bytes;          /* gauge: table files + memtables */
   uint64_t memtable_bytes;      /* gauge */
   uint64_t pending_compaction_bytes; /* gauge */
+  uint64_t table_block_reads;   /* data blocks reads and scans read from table files
+                                   (block cache misses; not compaction inputs) */
+  uint64_t table_disk_reads;    /* ... of them that waited on the disk (not in the OS
+                                   page cache; every one with use_direct_reads) */
+  uint64_t compaction_paced_millis; /* ms background compactions waited for their pace */
 };
 int tdb_engine_counters_get(struct tdb_engine_counters *out);
 
