@@ -1418,14 +1418,14 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
     ha_rows entries = 0, pairs = 0;
     tdb_cursor *c = nullptr;
     if ((st = tdb_cursor_open(t, m_tbl, index, &c))) break;
-    /* Reads up to limit entries from where the cursor was positioned (st);
-       TDB_END when the index ended. */
-    auto run = [&](int st, ha_rows limit) {
+    /* Reads up to limit entries from where the cursor was positioned (at, the
+       seek's status); TDB_END when the index ended. */
+    auto run = [&](int at, ha_rows limit) {
       ha_rows n_run = 0;
-      for (; st == TDB_OK && n_run < limit; st = tdb_cursor_next(c)) {
+      for (; at == TDB_OK && n_run < limit; at = tdb_cursor_next(c)) {
         const uint8_t *kb, *vb;
         size_t klen, vlen;
-        if ((st = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
+        if ((at = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
         if (n_run++) pairs++;
         for (uint p = 0; p < parts; p++) {
           size_t n = encoded_prefix_length(key, p + 1, kb, klen);
@@ -1436,16 +1436,28 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
         }
       }
       entries += n_run;
-      return st;
+      return at;
     };
-    /* The engine's entry count: read whole when it is within the budget, else
-       a first run as long as the others. */
+    /* Within the budget by the engine's entry count: read whole. */
     ha_rows total = tdb_table_keys_in_range(m_tbl, index, nullptr, 0, nullptr, 0);
-    st = run(tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0),
-             total <= budget ? budget : budget / SAMPLE_RUNS);
-    bool whole = st == TDB_END;
-    if (st == TDB_OK) {
-      total = std::max<ha_rows>(total, entries + 1);
+    bool whole = false;
+    if (total <= budget) {
+      st = run(tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0), budget);
+      whole = st == TDB_END;
+      if (!whole && st == TDB_OK) {
+        /* The count was low (it is an estimate): sample instead, from scratch. */
+        total = entries + 1;
+        entries = pairs = 0;
+        changes.assign(parts, 0);
+      }
+    }
+    /* Sampled: a first run as long as the others, then one from each of keys
+       spread over the whole range. */
+    if (!whole && st == TDB_OK) {
+      st = run(tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0), budget / SAMPLE_RUNS);
+      whole = st == TDB_END;
+    }
+    if (!whole && st == TDB_OK) {
       std::vector<std::string> starts;
       st = tdb_table_sample_keys(m_tbl, index, SAMPLE_RUNS, collect_key, &starts);
       ha_rows per_run = starts.empty() ? 0 : (budget - entries) / starts.size();
@@ -1455,6 +1467,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
                  per_run);
         if (st == TDB_END) st = TDB_OK;
       }
+      total = std::max<ha_rows>(total, entries + 1);
     }
     tdb_cursor_close(c);
     if (st == TDB_END || st == TDB_OK) st = TDB_OK;
