@@ -177,7 +177,11 @@ int ha_tidesdb::rename_table(const char *from, const char *to) {
 int ha_tidesdb::truncate() {
   close_cursor();
   int st = tdb_table_truncate(m_name.c_str());
-  return st ? fail(st) : 0;
+  if (st) return fail(st);
+  /* The engine dropped the saved statistics with the rows, as InnoDB's
+     TRUNCATE (a new table) starts without any. */
+  if (m_share) m_share->forget_statistics();
+  return 0;
 }
 
 void ha_tidesdb::update_create_info(HA_CREATE_INFO *info) {

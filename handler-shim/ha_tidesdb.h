@@ -62,6 +62,16 @@ public:
   /* Bumped whenever rec_per_key changes, so each handler's TABLE (the server
      keeps several per table) takes the new values at its next statement. */
   std::atomic<uint64_t> stats_version{0};
+  /* The engine dropped the saved statistics (TRUNCATE, in-place ALTER): none
+     until measured again at the next use (tidesdb_stats_auto_recalc). */
+  void forget_statistics() {
+    std::lock_guard<std::mutex> guard(count_mutex);
+    rec_per_key.clear();
+    stats_measured = false;
+    stats_probed = UINT64_MAX;
+    rows_changed = 0;
+    stats_version++;
+  }
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };

@@ -343,14 +343,7 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alte
   }
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
-  /* Saved statistics were per key position: the catalog dropped them; measured
-     again at the next use (tidesdb_stats_auto_recalc). */
-  if (m_share) {
-    std::lock_guard<std::mutex> guard(m_share->count_mutex);
-    m_share->rec_per_key.clear();
-    m_share->stats_measured = false;
-    m_share->stats_probed = UINT64_MAX;
-    m_share->stats_version++;
-  }
+  /* Saved statistics were per key position: the catalog dropped them. */
+  if (m_share) m_share->forget_statistics();
   return false;
 }
