@@ -1389,9 +1389,13 @@ void ha_tidesdb::maybe_recalc_statistics(THD *thd) {
   m_share->recalculating = false;
 }
 
-/* Collects the keys tdb_table_sample_keys passes. */
-static void collect_key(void *ctx, const uint8_t *key, size_t len) {
-  ((std::vector<std::string> *)ctx)->emplace_back((const char *)key, len);
+/* Collects the keys tdb_table_sample_keys passes (called from Rust: nothing may
+   unwind through it; a key that does not fit in memory is left out). */
+static void collect_key(void *ctx, const uint8_t *key, size_t len) noexcept {
+  try {
+    ((std::vector<std::string> *)ctx)->emplace_back((const char *)key, len);
+  } catch (...) {
+  }
 }
 
 /* Measures rec_per_key, publishes it and saves it; 0 or a handler error.
