@@ -188,7 +188,11 @@ int ha_tidesdb::rename_table(const char *from, const char *to) {
 int ha_tidesdb::truncate() {
   close_cursor();
   int st = tdb_table_truncate(m_name.c_str());
-  return st ? fail(st) : 0;
+  if (st) return fail(st);
+  /* The engine dropped the saved statistics with the rows, as InnoDB's
+     TRUNCATE (a new table) starts without any. */
+  if (m_share) m_share->forget_statistics();
+  return 0;
 }
 
 void ha_tidesdb::update_create_info(HA_CREATE_INFO *info) {
@@ -279,6 +283,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   if (st) return fail(st);
   m_autoinc_rows = 0;
   maybe_recalc_statistics(thd);
+  if (m_share && m_stats_version != m_share->stats_version) apply_statistics();
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
      mode, as InnoDB does. */
   if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
@@ -1293,15 +1298,17 @@ int ha_tidesdb::info(uint flag) {
           m_share->rec_per_key = saved;
           m_share->stats_measured = true;
           m_share->stats_rows = stats.records;
+          m_share->stats_version++;
         }
       }
-      const auto &rpk = m_share->rec_per_key;
-      for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
-        KEY *key = &table->key_info[k];
-        for (uint p = 0; p < key->user_defined_key_parts && p < rpk[k].size(); p++)
-          key->rec_per_key[p] = rpk[k][p];
-      }
     }
+    /* SHOW INDEX and information_schema.STATISTICS lock no table: a table without
+       statistics is measured here for them (statements do it in external_lock). */
+    THD *thd = ha_thd();
+    if (thd && m_share && !m_share->stats_measured &&
+        (thd_sql_command(thd) == SQLCOM_SHOW_KEYS || thd_sql_command(thd) == SQLCOM_SELECT))
+      maybe_recalc_statistics(thd);
+    apply_statistics();
   }
   if (flag & HA_STATUS_ERRKEY) {
     errkey = m_dup_key;
@@ -1310,6 +1317,22 @@ int ha_tidesdb::info(uint flag) {
     stats.auto_increment_value = ensure_auto_increment_seeded();
   }
   return 0;
+}
+
+/* The optimizer gets half the measured rows per value (at least 1), as InnoDB
+   gives it ("MySQL seems to favor table scans too much over index searches, we
+   pretend index selectivity is 2 times better than our estimate", ha_innobase::
+   info_low): the same ref estimates, so the same plans. */
+void ha_tidesdb::apply_statistics() {
+  if (!m_share) return;
+  std::lock_guard<std::mutex> guard(m_share->count_mutex);
+  m_stats_version = m_share->stats_version;
+  const auto &rpk = m_share->rec_per_key;
+  for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
+    KEY *key = &table->key_info[k];
+    for (uint p = 0; p < key->user_defined_key_parts && p < rpk[k].size(); p++)
+      key->rec_per_key[p] = rpk[k][p] ? std::max<ulong>(1, rpk[k][p] / 2) : 0;
+  }
 }
 
 /* The smallest key above every key that starts with *key; false if there is none
@@ -1360,9 +1383,16 @@ double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
   return (double)ranges + (double)rows;
 }
 
-/* Entries of an index ANALYZE reads at most; beyond that the ratios of what it read
-   are applied to the whole table. */
+/* Entries of an index a measurement reads at most: ANALYZE TABLE up to
+   ANALYZE_SAMPLE, the automatic one (first use, recalculation) up to AUTO_SAMPLE,
+   about what InnoDB's 20 sample leaf pages hold. An index with fewer entries is
+   read whole (exact); a larger one in runs of consecutive entries starting at
+   SAMPLE_RUNS keys spread over its whole range (tdb_table_sample_keys), because
+   its first entries are one corner of the key range (a column's values in the
+   order they were loaded, a skew in one range). */
 static const ha_rows ANALYZE_SAMPLE = 200000;
+static const ha_rows AUTO_SAMPLE = 20000;
+static const uint32_t SAMPLE_RUNS = 128;
 
 /* ANALYZE TABLE: for every key, the number of distinct values of each key prefix
    among (a sample of) its entries, giving rec_per_key (rows per distinct prefix)
@@ -1371,26 +1401,55 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   return measure_statistics(thd, true) ? HA_ADMIN_FAILED : HA_ADMIN_OK;
 }
 
-/* innodb_stats_auto_recalc: once more than a tenth of the rows counted when the
-   statistics were measured changed, the next statement that locks the table (before
-   the optimizer uses them) measures them again, as ANALYZE TABLE would. Tables
-   never analyzed keep the engine's estimates. One handler at a time does it. */
+/* innodb_stats_auto_recalc: a table without statistics (never measured, none
+   saved) is measured once it has rows, as InnoDB does when it opens a table
+   without persistent statistics; afterwards, once more than a tenth of the rows
+   counted at the last measurement changed, the next statement that locks the
+   table (before the optimizer uses them) measures them again. Both read at most
+   AUTO_SAMPLE entries per index. One handler at a time does it. */
 void ha_tidesdb::maybe_recalc_statistics(THD *thd) {
-  if (!m_share || !stats_auto_recalc() || !m_share->stats_measured) return;
+  if (!m_share || !stats_auto_recalc()) return;
   uint64_t changed = m_share->rows_changed.load(std::memory_order_relaxed);
-  if (changed <= 16 + m_share->stats_rows / 10) return;
+  if (m_share->stats_measured) {
+    if (changed <= 16 + m_share->stats_rows / 10) return;
+  } else {
+    /* Empty when last looked at and unchanged since: still empty. */
+    if (changed == m_share->stats_probed.load(std::memory_order_relaxed)) return;
+    struct tdb_table_stats s;
+    if (tdb_table_stats(m_tbl, &s) || s.approx_rows == 0) {
+      m_share->stats_probed = changed;
+      return;
+    }
+  }
   bool idle = false;
   if (!m_share->recalculating.compare_exchange_strong(idle, true)) return;
   count_event(STATS_AUTO_RECALCS);
-  if (measure_statistics(thd, false))
-    sql_print_warning("TidesDB: recalculating the statistics of %s failed: %s", m_name.c_str(),
+  if (measure_statistics(thd, false)) {
+    /* Not again until the table changes (no warning per statement). */
+    m_share->stats_probed = changed;
+    sql_print_warning("TidesDB: measuring the statistics of %s failed: %s", m_name.c_str(),
                       m_last_error.c_str());
+  }
   m_share->recalculating = false;
 }
 
-/* Measures rec_per_key, publishes it and saves it; 0 or a handler error. */
+/* Collects the keys tdb_table_sample_keys passes (called from Rust: nothing may
+   unwind through it; a key that does not fit in memory is left out). */
+static void collect_key(void *ctx, const uint8_t *key, size_t len) noexcept {
+  try {
+    ((std::vector<std::string> *)ctx)->emplace_back((const char *)key, len);
+  } catch (...) {
+  }
+}
+
+/* Measures rec_per_key, publishes it and saves it; 0 or a handler error.
+   rec_per_key = entries / distinct prefixes. Whole index read: the distinct
+   prefixes are counted. Sampled: of the pairs of neighbouring entries read, the
+   fraction whose prefixes differ estimates (distinct - 1) / (entries - 1) (in key
+   order a new prefix starts at exactly distinct - 1 of the entries - 1 pairs). */
 int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
   uint64_t changed_before = m_share->rows_changed.load(std::memory_order_relaxed);
+  const ha_rows budget = progress ? ANALYZE_SAMPLE : AUTO_SAMPLE;
   tdb_trx *t = tdb_trx_new();
   if (!t || tdb_trx_begin(t, TDB_ISO_READ_COMMITTED)) {
     if (t) tdb_trx_free(t);
@@ -1405,31 +1464,74 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
     /* A SPATIAL key has no prefixes to count (the optimizer does not use them). */
     if (is_spatial(key)) continue;
     uint parts = key->user_defined_key_parts;
-    std::vector<ha_rows> distinct(parts, 0);
+    uint32_t index = engine_index(k);
+    std::vector<ha_rows> changes(parts, 0); /* neighbour pairs whose prefix differs */
     std::vector<std::string> prev(parts);
-    ha_rows entries = 0;
+    ha_rows entries = 0, pairs = 0;
     tdb_cursor *c = nullptr;
-    if ((st = tdb_cursor_open(t, m_tbl, engine_index(k), &c))) break;
-    for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK && entries < ANALYZE_SAMPLE;
-         st = tdb_cursor_next(c)) {
-      const uint8_t *kb, *vb;
-      size_t klen, vlen;
-      if ((st = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
-      entries++;
-      for (uint p = 0; p < parts; p++) {
-        size_t n = encoded_prefix_length(key, p + 1, kb, klen);
-        if (n == 0 || prev[p].size() != n || memcmp(prev[p].data(), kb, n)) {
-          distinct[p]++;
-          prev[p].assign((const char *)kb, n);
+    if ((st = tdb_cursor_open(t, m_tbl, index, &c))) break;
+    /* Reads up to limit entries from where the cursor was positioned (at, the
+       seek's status); TDB_END when the index ended. */
+    auto run = [&](int at, ha_rows limit) {
+      ha_rows n_run = 0;
+      for (; at == TDB_OK && n_run < limit; at = tdb_cursor_next(c)) {
+        const uint8_t *kb, *vb;
+        size_t klen, vlen;
+        if ((at = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
+        if (n_run++) pairs++;
+        for (uint p = 0; p < parts; p++) {
+          size_t n = encoded_prefix_length(key, p + 1, kb, klen);
+          if (n == 0 || prev[p].size() != n || memcmp(prev[p].data(), kb, n)) {
+            if (n_run > 1) changes[p]++;
+            prev[p].assign((const char *)kb, n);
+          }
         }
       }
+      entries += n_run;
+      return at;
+    };
+    /* Within the budget by the engine's entry count: read whole. */
+    ha_rows total = tdb_table_keys_in_range(m_tbl, index, nullptr, 0, nullptr, 0);
+    bool whole = false;
+    if (total <= budget) {
+      st = run(tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0), budget);
+      whole = st == TDB_END;
+      if (!whole && st == TDB_OK) {
+        /* The count was low (it is an estimate): sample instead, from scratch. */
+        total = entries + 1;
+        entries = pairs = 0;
+        changes.assign(parts, 0);
+      }
+    }
+    /* Sampled: a first run as long as the others, then one from each of keys
+       spread over the whole range. */
+    if (!whole && st == TDB_OK) {
+      st = run(tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0), budget / SAMPLE_RUNS);
+      whole = st == TDB_END;
+    }
+    if (!whole && st == TDB_OK) {
+      std::vector<std::string> starts;
+      st = tdb_table_sample_keys(m_tbl, index, SAMPLE_RUNS, collect_key, &starts);
+      ha_rows per_run = starts.empty() ? 0 : (budget - entries) / starts.size();
+      for (size_t i = 0; i < starts.size() && per_run && st == TDB_OK; i++) {
+        st = run(tdb_cursor_seek(c, TDB_SEEK_GE, (const uint8_t *)starts[i].data(),
+                                 starts[i].size()),
+                 per_run);
+        if (st == TDB_END) st = TDB_OK;
+      }
+      total = std::max<ha_rows>(total, entries + 1);
     }
     tdb_cursor_close(c);
     if (st == TDB_END || st == TDB_OK) st = TDB_OK;
     std::vector<ulong> &rpk = result[k];
     rpk.assign(parts, 0);
-    for (uint p = 0; p < parts; p++)
-      rpk[p] = distinct[p] ? (ulong)std::max<ha_rows>(1, (entries + distinct[p] - 1) / distinct[p]) : 0;
+    for (uint p = 0; p < parts && entries; p++) {
+      double distinct = whole || !pairs
+                            ? (double)changes[p] + 1
+                            : 1 + (double)changes[p] * (double)(total - 1) / (double)pairs;
+      ha_rows rows = whole ? entries : total;
+      rpk[p] = (ulong)std::max<double>(1, std::floor((double)rows / distinct));
+    }
     /* A unique key without NULLs has one row per value. */
     if ((key->flags & HA_NOSAME) && parts) rpk[parts - 1] = 1;
     if (progress) thd_progress_next_stage(thd);
@@ -1442,6 +1544,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
     m_share->rec_per_key = result;
     m_share->stats_loaded = true;
     m_share->stats_measured = true;
+    m_share->stats_version++;
   }
   /* Changes made while measuring count toward the next recalculation (never below
      0 when ANALYZE and a recalculation overlap). */
@@ -1452,7 +1555,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
   /* Saved with the table, so plans after a restart are those after this ANALYZE,
      as with InnoDB's persistent statistics. */
   std::string blob = serialize_rec_per_key(result);
-  if (int sst = tdb_table_stats_save(m_tbl, (const uint8_t *)blob.data(), blob.size()))
+  if (int sst = tdb_table_stats_save(m_tbl, (const uint8_t *)blob.data(), blob.size(), progress))
     fail(sst);
   info(HA_STATUS_VARIABLE | HA_STATUS_CONST);
   m_share->stats_rows = stats.records;

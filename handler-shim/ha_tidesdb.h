@@ -61,6 +61,21 @@ public:
   std::atomic<uint64_t> stats_rows{0};
   std::atomic<bool> stats_measured{false}; /* rec_per_key holds measured values */
   std::atomic<bool> recalculating{false};
+  /* Not measured yet: rows_changed when the table was last seen empty. */
+  std::atomic<uint64_t> stats_probed{UINT64_MAX};
+  /* Bumped whenever rec_per_key changes, so each handler's TABLE (the server
+     keeps several per table) takes the new values at its next statement. */
+  std::atomic<uint64_t> stats_version{0};
+  /* The engine dropped the saved statistics (TRUNCATE, in-place ALTER): none
+     until measured again at the next use (tidesdb_stats_auto_recalc). */
+  void forget_statistics() {
+    std::lock_guard<std::mutex> guard(count_mutex);
+    rec_per_key.clear();
+    stats_measured = false;
+    stats_probed = UINT64_MAX;
+    rows_changed = 0;
+    stats_version++;
+  }
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };
@@ -180,6 +195,9 @@ private:
   int measure_statistics(THD *thd, bool progress);
   /* Measures the statistics again once enough rows changed (auto recalc). */
   void maybe_recalc_statistics(THD *thd);
+  /* Copies the share's rec_per_key into this handler's TABLE. */
+  void apply_statistics();
+  uint64_t m_stats_version = UINT64_MAX;
   void note_row_change() { m_share->rows_changed.fetch_add(1, std::memory_order_relaxed); }
   tdb_trx *trx();
   bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }

@@ -344,9 +344,6 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alte
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
   /* Saved statistics were per key position: the catalog dropped them. */
-  if (m_share) {
-    std::lock_guard<std::mutex> guard(m_share->count_mutex);
-    m_share->rec_per_key.clear();
-  }
+  if (m_share) m_share->forget_statistics();
   return false;
 }

@@ -19,7 +19,8 @@ static const char *const counter_names[] = {
     "block_cache_bytes",  "wal_bytes_written",   "wal_syncs",          "commit_groups",
     "table_bytes_written", "memtable_flushes",   "compactions",
     "write_stalls",       "write_slowdowns",     "table_files",
-    "live_bytes",         "memtable_bytes",      "pending_compaction_bytes"};
+    "live_bytes",         "memtable_bytes",      "pending_compaction_bytes",
+    "table_block_reads",  "table_disk_reads",    "compaction_paced_millis"};
 static const size_t N_COUNTERS = array_elements(counter_names);
 static const size_t N_ENGINE = sizeof(tdb_engine_counters) / sizeof(uint64_t);
 static_assert(N_COUNTERS == SHIM_COUNTERS + N_ENGINE, "one name per counter");

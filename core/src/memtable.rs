@@ -509,6 +509,11 @@ impl Memtable {
         false
     }
 
+    /// See [`SkipList::spread_keys`].
+    pub(crate) fn spread_keys(&self, want: usize) -> (Vec<&[u8]>, u64) {
+        self.map.spread_keys(want)
+    }
+
     /// Rough count of user keys between two user keys (the optimizer's row
     /// estimate), at most `cap`. A range of up to `EXACT_COUNT_STEPS` entries
     /// is walked and its keys counted; a longer one is estimated from the

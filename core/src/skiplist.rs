@@ -929,6 +929,29 @@ impl SkipList {
         }
     }
 
+    /// User keys spread evenly over the list, with the number of entries each
+    /// stands for: the nodes of the highest level that has at least `want` of
+    /// them (level `l` holds about one entry in 4^l, see `estimate_range`), or
+    /// every node. Used to pick where a sample of the whole key range starts
+    /// (`Db::sample_keys`); the level above has fewer than `want` nodes, so
+    /// this walks about 4 * `want` nodes.
+    pub(crate) fn spread_keys(&self, want: usize) -> (Vec<&[u8]>, u64) {
+        let want = want.max(1);
+        let mut level = self.height.load(Ordering::Acquire) - 1;
+        loop {
+            let mut keys = Vec::new();
+            let mut n = self.head().next(level);
+            while let Some(node) = self.node(n) {
+                keys.push(node.user());
+                n = node.next(level);
+            }
+            if keys.len() >= want || level == 0 {
+                return (keys, 1u64 << (2 * level as u32));
+            }
+            level -= 1;
+        }
+    }
+
     pub(crate) fn last(&self) -> Option<EntryRef<'_>> {
         self.entry_at(self.descend(|_| true))
     }

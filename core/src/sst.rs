@@ -1230,6 +1230,23 @@ impl Table {
         n
     }
 
+    /// The last user keys of about `want` data blocks spread evenly over the
+    /// table (every block when it has fewer), with the number of entries each
+    /// stands for; from the index block alone (no data read).
+    pub(crate) fn spread_keys(&self, want: usize) -> (Vec<&[u8]>, u64) {
+        let n = self.index.len();
+        if n == 0 {
+            return (Vec::new(), 0);
+        }
+        let step = n.div_ceil(want.max(1));
+        let keys: Vec<&[u8]> = (0..n)
+            .step_by(step)
+            .filter_map(|i| decode_ikey(self.index.key(i)).map(|(u, _, _)| u))
+            .collect();
+        let per = self.props.num_entries / (keys.len() as u64).max(1);
+        (keys, per.max(1))
+    }
+
     pub(crate) fn approx_entries_in_range(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> u64 {
         let n = self.index.len();
         let (first, last) = self.block_span(start, end);

@@ -239,3 +239,49 @@ fn small_ranges_in_table_files_are_counted() {
     assert!((5_000..15_000).contains(&est), "{est}");
     assert_eq!(count(b"k001000", b"k001003"), 3);
 }
+
+/// `sample_keys` spreads its keys over the whole range, whether the entries are
+/// in the memtable, in tables, or both: each tenth of the key range gets about a
+/// tenth of the samples.
+#[test]
+fn sample_keys_spread_over_the_range() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    assert!(db.sample_keys(&cf, 64).is_empty());
+    let put = |from: u32, to: u32| {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in from..to {
+            t.put(&cf, format!("k{i:06}").as_bytes(), b"v").unwrap();
+        }
+        t.commit().unwrap();
+    };
+    let check = |what: &str, total: u32| {
+        let keys = db.sample_keys(&cf, 64);
+        // (A table offers one key per data block: ~35 blocks here.)
+        assert!(
+            (30..=80).contains(&keys.len()),
+            "{what}: {} keys",
+            keys.len()
+        );
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "{what}: not in order");
+        let mut deciles = [0usize; 10];
+        for k in &keys {
+            let i: u32 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+            deciles[(i * 10 / total) as usize] += 1;
+        }
+        let per = keys.len() / 10;
+        assert!(
+            deciles
+                .iter()
+                .all(|&n| n + 4 >= per / 2 && n <= per * 2 + 4),
+            "{what}: {deciles:?}"
+        );
+    };
+    put(0, 20000);
+    check("memtable", 20000);
+    db.flush().unwrap();
+    check("tables", 20000);
+    put(20000, 40000);
+    check("tables and memtable", 40000);
+}

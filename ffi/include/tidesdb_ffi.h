@@ -111,6 +111,11 @@ struct tdb_engine_counters {
   uint64_t live_bytes;          /* gauge: table files + memtables */
   uint64_t memtable_bytes;      /* gauge */
   uint64_t pending_compaction_bytes; /* gauge */
+  uint64_t table_block_reads;   /* data blocks reads and scans read from table files
+                                   (block cache misses; not compaction inputs) */
+  uint64_t table_disk_reads;    /* ... of them that waited on the disk (not in the OS
+                                   page cache; every one with use_direct_reads) */
+  uint64_t compaction_paced_millis; /* ms background compactions waited for their pace */
 };
 int tdb_engine_counters_get(struct tdb_engine_counters *out);
 
@@ -184,11 +189,19 @@ int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
 /* Approximate number of keys of an index between two encoded bounds (NULL = open). */
 uint64_t tdb_table_keys_in_range(tdb_table *table, uint32_t index, const uint8_t *lo,
                                  size_t lo_len, const uint8_t *hi, size_t hi_len);
+/* About n keys of an index spread evenly (by entries) over its whole key range,
+   in order, each passed to found (the buffer is valid during the call); from the
+   memtables and the table files' index blocks, no data read. Seeking to each and
+   reading a few entries samples the index (statistics of a large index). */
+int tdb_table_sample_keys(tdb_table *table, uint32_t index, uint32_t n,
+                          void (*found)(void *ctx, const uint8_t *key, size_t len), void *ctx);
 /* Optimizer statistics of the table (the shim's own serialisation of what ANALYZE
    TABLE measured), kept in the catalog so they survive restarts. load returns
    TDB_NOT_FOUND when none were saved; *blob stays valid until the next call on
-   table. */
-int tdb_table_stats_save(tdb_table *table, const uint8_t *blob, size_t len);
+   table. save: durable nonzero commits at once (ANALYZE TABLE); 0 queues the put
+   for the next commit group (no commit or fsync of its own; lost by a crash
+   before any later commit). */
+int tdb_table_stats_save(tdb_table *table, const uint8_t *blob, size_t len, int durable);
 int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
 
 /* Compacts every column family of the table (OPTIMIZE TABLE). */

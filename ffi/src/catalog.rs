@@ -14,7 +14,7 @@
 //! | `next_table_id` | u64 little-endian: the next table id to hand out |
 //! | `autoinc/<table_id u64 BE>` | u64 LE: one past the largest AUTO_INCREMENT value a row was written with (as InnoDB persists it: values reserved but not used are not kept over a restart), written whenever it grows (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit of the row, which follows it in the WAL) |
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
-//! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
+//! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE, or by the automatic measurement as a deferred put (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
 //!
 //! The i-th secondary index of a table (in the server's key order) lives in column
@@ -186,6 +186,8 @@ pub struct TableShared {
     /// The counter's put still waiting for a commit group (rewritten in place
     /// while it waits); guarded by `autoinc`'s lock.
     autoinc_pending: Mutex<Option<DeferredPut>>,
+    /// The automatic statistics measurement's deferred put (see `save_stats`).
+    stats_pending: Mutex<Option<DeferredPut>>,
     /// Largest half-extents per SPATIAL index (engine index -> (x, y)); None until
     /// loaded from the catalog.
     extents: Mutex<Option<HashMap<u32, (f64, f64)>>>,
@@ -228,6 +230,7 @@ impl TableShared {
             autoinc: Mutex::new(0),
             autoinc_saved: AtomicU64::new(0),
             autoinc_pending: Mutex::new(None),
+            stats_pending: Mutex::new(None),
             extents: Mutex::new(None),
             db,
             catalog_cf,
@@ -309,9 +312,21 @@ impl TableShared {
         Ok(*c)
     }
 
-    /// Saves the table's optimizer statistics (durable per the sync mode).
-    pub fn save_stats(&self, blob: &[u8]) -> FfiResult<()> {
+    /// Saves the table's optimizer statistics: `durable` (ANALYZE TABLE) in a
+    /// commit of its own, durable per the sync mode; otherwise (the automatic
+    /// measurement of a statement) as a deferred put that the next commit group
+    /// writes, so a statement costs no commit group or fsync for it (lost in a
+    /// crash before any later commit: the table is then measured again).
+    pub fn save_stats(&self, blob: &[u8], durable: bool) -> FfiResult<()> {
         let table_id = self.state.read().meta.table_id;
+        if !durable {
+            let mut pending = self.stats_pending.lock();
+            self.db
+                .put_deferred(&self.catalog_cf, &stats_key(table_id), blob, &mut pending)?;
+            return Ok(());
+        }
+        // A queued automatic put first, or it would conflict with this one.
+        self.db.write_deferred();
         let mut txn = self.db.begin(Isolation::ReadCommitted);
         txn.put(&self.catalog_cf, &stats_key(table_id), blob)?;
         txn.commit()?;
@@ -887,6 +902,7 @@ impl Catalog {
                 )
             })?);
         }
+        db.write_deferred(); // a queued statistics put, as in drop_table
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.put(&self.cf, &table_key(name), &meta.encode())?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;

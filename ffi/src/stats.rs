@@ -47,6 +47,9 @@ pub struct EngineCounters {
     pub live_bytes: u64,
     pub memtable_bytes: u64,
     pub pending_compaction_bytes: u64,
+    pub table_block_reads: u64,
+    pub table_disk_reads: u64,
+    pub compaction_paced_millis: u64,
 }
 
 impl EngineCounters {
@@ -74,11 +77,14 @@ impl EngineCounters {
             live_bytes: m.table_file_bytes + m.memtable_bytes,
             memtable_bytes: m.memtable_bytes,
             pending_compaction_bytes: m.pending_compaction_bytes,
+            table_block_reads: m.table_block_reads,
+            table_disk_reads: m.table_disk_reads,
+            compaction_paced_millis: m.compaction_paced_millis,
         }
     }
 
     /// (name, value) pairs, in the header's order (the status report prints them).
-    pub fn named(&self) -> [(&'static str, u64); 22] {
+    pub fn named(&self) -> [(&'static str, u64); 25] {
         [
             ("commits", self.commits),
             ("rollbacks", self.rollbacks),
@@ -102,6 +108,9 @@ impl EngineCounters {
             ("live_bytes", self.live_bytes),
             ("memtable_bytes", self.memtable_bytes),
             ("pending_compaction_bytes", self.pending_compaction_bytes),
+            ("table_block_reads", self.table_block_reads),
+            ("table_disk_reads", self.table_disk_reads),
+            ("compaction_paced_millis", self.compaction_paced_millis),
         ]
     }
 }

@@ -433,13 +433,14 @@ pub unsafe extern "C" fn tdb_table_stats_save(
     table: *mut Table,
     blob: *const u8,
     len: usize,
+    durable: c_int,
 ) -> c_int {
     guard(|| {
         // SAFETY: a live handle and a valid buffer by contract.
         let table = unsafe { raw::handle(table) }?;
         // SAFETY: as above.
         let blob = unsafe { raw::bytes(blob, len) }?;
-        table.shared.save_stats(blob)
+        table.shared.save_stats(blob, durable != 0)
     })
 }
 
@@ -531,6 +532,34 @@ pub unsafe extern "C" fn tdb_table_keys_in_range(
             .then(|| unsafe { raw::bytes(hi, hi_len) })
             .transpose()?;
         Ok(engine()?.db.approximate_keys_in_range(&cf, lo, hi))
+    })
+}
+
+/// Called once per key by [`tdb_table_sample_keys`].
+pub type KeyCallback = unsafe extern "C" fn(ctx: *mut std::ffi::c_void, key: *const u8, len: usize);
+
+/// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_sample_keys(
+    table: *mut Table,
+    index: u32,
+    n: u32,
+    found: Option<KeyCallback>,
+    ctx: *mut std::ffi::c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let table = unsafe { raw::handle(table) }?;
+        let cf = table.shared.cf(index)?;
+        let keys = engine()?.db.sample_keys(&cf, n as usize);
+        if let Some(found) = found {
+            for k in &keys {
+                // SAFETY: the caller's callback, called with a buffer valid for the call.
+                unsafe { found(ctx, k.as_ptr(), k.len()) };
+            }
+        }
+        Ok(())
     })
 }
 
