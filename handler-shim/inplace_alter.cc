@@ -36,6 +36,7 @@
 #include "errors.h"
 #include "table_options.h"
 #include "row_codec.h"
+#include "foreign_keys.h"
 
 using namespace tidesdb;
 
@@ -153,6 +154,17 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     ha_alter_info->unsupported_reason =
         "TidesDB changes in place only indexes (not primary keys), metadata and columns "
         "added last";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  /* The constraint catalog names columns and finds indexes by their columns: a
+     table in a constraint renames columns or drops indexes by copying, where the
+     server and the engine check the constraints against the new definition. */
+  if ((flags & (ALTER_COLUMN_NAME | ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX |
+                ALTER_DROP_UNIQUE_INDEX | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE)) &&
+      (referenced_by_foreign_key() || !can_switch_engines())) {
+    ha_alter_info->unsupported_reason =
+        "TidesDB renames columns and drops indexes of a table with FOREIGN KEY constraints "
+        "by copying it";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
   if (flags & ADD_COLUMN_LAST) {
@@ -324,7 +336,7 @@ bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alte
   return failed;
 }
 
-bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alter_info,
+bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
                                             bool commit) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx) return false;
@@ -343,6 +355,11 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alte
   }
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
+  /* Constraints find their indexes through the recorded keys. */
+  if ((st = fk_register_keys(m_name.c_str(), altered_table))) {
+    print_error(fail(st), MYF(0));
+    return true;
+  }
   /* Saved statistics were per key position: the catalog dropped them. */
   if (m_share) {
     std::lock_guard<std::mutex> guard(m_share->count_mutex);

@@ -537,6 +537,12 @@ impl Catalog {
         Ok(catalog)
     }
 
+    /// The catalog's column family (shared with the constraint catalog,
+    /// `foreign_keys.rs`).
+    pub fn cf(&self) -> &Cf {
+        &self.cf
+    }
+
     /// CREATE TEMPORARY TABLE ... ENGINE=TidesDB names the table by a path in the
     /// server's tmpdir (`/tmp/#sql-temptable-...` or `/tmp/#sql...`), never under the
     /// data directory (`./db/...`). Temporary tables do not outlive the server, so
