@@ -230,11 +230,9 @@ int tidesdb::fk_refuse_unsupported(THD *thd) {
     if (key.type != Key::FOREIGN_KEY) continue;
     const Foreign_key &fk = static_cast<const Foreign_key &>(key);
     for (enum_fk_option rule : {fk.delete_opt, fk.update_opt}) {
-      if (rule == FK_OPTION_CASCADE || rule == FK_OPTION_SET_NULL ||
-          rule == FK_OPTION_SET_DEFAULT) {
+      if (rule == FK_OPTION_SET_DEFAULT) {
         my_error(ER_NOT_SUPPORTED_YET, MYF(0),
-                 "ON DELETE / ON UPDATE CASCADE, SET NULL and SET DEFAULT on TidesDB tables "
-                 "(RESTRICT and NO ACTION are supported)");
+                 "ON DELETE / ON UPDATE SET DEFAULT on TidesDB tables");
         return HA_ERR_UNSUPPORTED;
       }
     }
@@ -449,6 +447,9 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
   std::string prefix, old_prefix;
   for (uint32_t i = 0; i < tdb_fk_list_count(m_fk_child); i++) {
     const tdb_fk_info *fk = tdb_fk_list_get(m_fk_child, i);
+    /* The constraint whose ON UPDATE CASCADE writes this row: its parent gets the
+       value once the parent's own change is applied. */
+    if (!m_fk_skip.empty() && m_fk_skip == fk->name) continue;
     int r = 2; /* no parent index: nothing can match */
     if (fk->parent_index != UINT32_MAX) {
       r = encode_for(table, fk->child_cols, fk->parent_parts, fk->n_cols, new_rec, &prefix);
@@ -489,11 +490,51 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
   return 0;
 }
 
+/* InnoDB's FK_MAX_CASCADE_DEL: nested ON DELETE / ON UPDATE actions deeper than
+   this fail the statement. */
+static const int FK_MAX_CASCADE_DEPTH = 15;
+static thread_local int fk_cascade_depth = 0;
+/* The tables whose rows the statement or an enclosing action is updating (paths
+   without "./"): as InnoDB, an action that would update one of them again (a
+   cyclic cascaded update) fails the statement instead. */
+static thread_local std::vector<std::string> fk_updating;
+
+static std::string plain_path(const std::string &name) {
+  return name.compare(0, 2, "./") == 0 ? name.substr(2) : name;
+}
+
+/* Keeps a table on fk_updating for a scope. */
+struct Updating_scope {
+  bool on;
+  Updating_scope(bool on_, const std::string &name) : on(on_) {
+    if (on) fk_updating.push_back(plain_path(name));
+  }
+  ~Updating_scope() {
+    if (on) fk_updating.pop_back();
+  }
+};
+
+/* The statement's open instance of child table `path` (the server's FK prelocking
+   opened it: sql_base.cc prepare_fk_prelocking_list), another one than `self`. */
+static TABLE *find_child_table(THD *thd, const char *path, TABLE *self, handlerton *ht) {
+  std::string db, tbl;
+  split_path(path, &db, &tbl);
+  TABLE *found = nullptr;
+  for (TABLE *t = thd->open_tables; t; t = t->next) {
+    if (t == self || !t->file || t->file->ht != ht || !t->s) continue;
+    if (strcmp(t->s->db.str, db.c_str()) || strcmp(t->s->table_name.str, tbl.c_str())) continue;
+    if (t->reginfo.lock_type >= TL_WRITE_ALLOW_WRITE) return t;
+    if (!found) found = t;
+  }
+  return found;
+}
+
 int ha_tidesdb::fk_check_parent(const uchar *old_rec, const uchar *new_rec) {
   THD *thd = ha_thd();
   if (!checks_enabled(thd)) return 0;
   if (int err = fk_load()) return err;
   std::string own, own_new, child_prefix;
+  Updating_scope updating(new_rec != nullptr && tdb_fk_list_count(m_fk_parent) > 0, m_name);
   for (uint32_t i = 0; i < tdb_fk_list_count(m_fk_parent); i++) {
     const tdb_fk_info *fk = tdb_fk_list_get(m_fk_parent, i);
     if (fk->child_index == UINT32_MAX || fk->parent_index == UINT32_MAX) continue;
@@ -507,14 +548,158 @@ int ha_tidesdb::fk_check_parent(const uchar *old_rec, const uchar *new_rec) {
       continue; /* the referenced value stays */
     r = encode_for(table, fk->parent_cols, fk->child_parts, fk->n_cols, old_rec, &child_prefix);
     if (r < 0) return fail(TDB_INTERNAL);
+    uint32_t rule = new_rec ? fk->on_update : fk->on_delete;
+    bool action = rule == FK_OPTION_CASCADE || rule == FK_OPTION_SET_NULL;
     int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)own.data(),
                           own.size(), TDB_LOCK_EXCLUSIVE, fk->child, fk->child_index,
                           (const uint8_t *)child_prefix.data(), r == 0 ? child_prefix.size() : 0);
     if (r != 0 && st == TDB_OK) continue; /* locked; no child can hold the value */
     if (st == TDB_NOT_FOUND) continue;
     if (st != TDB_OK) return fail(st);
+    if (action) {
+      if (int err = fk_cascade(fk, rule, new_rec, child_prefix)) return err;
+      continue;
+    }
     m_fk_error = violation_text(fk);
     return HA_ERR_ROW_IS_REFERENCED;
   }
   return 0;
+}
+
+/* Copies the parent's new values of the constraint's columns into the child's
+   record (ON UPDATE CASCADE), or sets them NULL (SET NULL). */
+static void fk_set_child_columns(const tdb_fk_info *fk, uint32_t rule, TABLE *parent,
+                                 const uchar *parent_rec, TABLE *child) {
+  my_ptrdiff_t pd = parent_rec - parent->record[0];
+  for (uint32_t c = 0; c < fk->n_cols; c++) {
+    Field *cf = field_by_name(child, fk->child_cols[c]);
+    if (!cf) continue;
+    if (rule == FK_OPTION_SET_NULL) {
+      cf->set_null();
+      continue;
+    }
+    Field *pf = field_by_name(parent, fk->parent_cols[c]);
+    if (!pf) continue;
+    pf->move_field_offset(pd);
+    if (pf->is_null()) {
+      cf->set_null();
+    } else {
+      cf->set_notnull();
+      cf->store_field(pf);
+    }
+    pf->move_field_offset(-pd);
+  }
+}
+
+int ha_tidesdb::fk_cascade(const tdb_fk_info *fk, uint32_t rule, const uchar *new_rec,
+                           const std::string &child_prefix) {
+  THD *thd = ha_thd();
+  TABLE *ct = find_child_table(thd, fk->child, table, ht);
+  if (!ct) {
+    m_last_error = std::string("the child table of constraint ") + fk->name +
+                   " is not open for its ON DELETE / ON UPDATE action";
+    return HA_ERR_TIDESDB_INTERNAL;
+  }
+  bool updates_child = rule == FK_OPTION_SET_NULL || new_rec != nullptr;
+  if (updates_child) {
+    for (const std::string &t : fk_updating) {
+      if (t == fk->child) {
+        m_fk_error = violation_text(fk);
+        return HA_ERR_ROW_IS_REFERENCED;
+      }
+    }
+  }
+  if (fk_cascade_depth >= FK_MAX_CASCADE_DEPTH) {
+    /* As InnoDB: "Got error 193 '<constraint>' from <engine>". */
+    m_fk_error = violation_text(fk);
+    return HA_ERR_FK_DEPTH_EXCEEDED;
+  }
+  ha_tidesdb *ch = static_cast<ha_tidesdb *>(ct->file);
+  /* The child rows holding the value (latest committed state and our own
+     writes), collected first: the changes below move the entries. */
+  std::vector<std::string> pks;
+  tdb_cursor *cur = nullptr;
+  int st = tdb_cursor_open_latest(trx(), ch->m_tbl, fk->child_index, &cur);
+  if (st) return fail(st);
+  st = tdb_cursor_seek(cur, TDB_SEEK_GE, (const uint8_t *)child_prefix.data(),
+                       child_prefix.size());
+  while (st == TDB_OK) {
+    const uint8_t *k, *v;
+    size_t kl, vl;
+    st = tdb_cursor_entry(cur, &k, &kl, &v, &vl);
+    if (st) break;
+    if (kl < child_prefix.size() || memcmp(k, child_prefix.data(), child_prefix.size())) break;
+    const uint8_t *pk = k;
+    size_t pk_len = kl;
+    if (fk->child_index != 0) {
+      if (!ch->pk_of_entry(k, kl, v, vl, &pk)) {
+        st = TDB_CORRUPTION;
+        break;
+      }
+      pk_len = ch->m_pk_len;
+    }
+    pks.emplace_back((const char *)pk, pk_len);
+    st = tdb_cursor_next(cur);
+  }
+  tdb_cursor_close(cur);
+  if (st != TDB_OK && st != TDB_END) return fail(st);
+
+  /* The instance may be in use: a self-reference nested deeper than the one extra
+     instance the prelocking opened comes back to a handler whose row change is
+     under way (its record buffers, the BLOB bytes behind them, its last key).
+     Keep them and put them back afterwards. */
+  std::string saved_rec0((const char *)ct->record[0], ct->s->reclength);
+  std::string saved_rec1((const char *)ct->record[1], ct->s->reclength);
+  std::string saved_value[2], saved_last_pk = ch->m_last_pk;
+  std::swap(saved_value[0], ch->m_value[0]);
+  std::swap(saved_value[1], ch->m_value[1]);
+  External_state saved_external[2];
+  std::swap(saved_external[0], ch->m_external[0]);
+  std::swap(saved_external[1], ch->m_external[1]);
+  MY_BITMAP *save_read = ct->read_set, *save_write = ct->write_set;
+  ct->column_bitmaps_set(&ct->s->all_set, &ct->s->all_set);
+  auto save_lock = ch->m_lock_rows;
+  ch->m_lock_rows = ROW_LOCK_EXCLUSIVE;
+  std::string save_skip = ch->m_fk_skip;
+  ch->m_fk_skip = fk->name;
+  fk_cascade_depth++;
+  int err = 0;
+  for (const std::string &pk : pks) {
+    err = ch->locked_read(ct->record[0], (const uint8_t *)pk.data(), pk.size());
+    if (err == HA_ERR_KEY_NOT_FOUND) { /* gone already (an earlier action) */
+      err = 0;
+      continue;
+    }
+    if (err) break;
+    if (ct->vfield && (err = ct->update_virtual_fields(ch, VCOL_UPDATE_FOR_READ))) break;
+    if (!new_rec && rule == FK_OPTION_CASCADE) {
+      err = ch->delete_row(ct->record[0]);
+    } else {
+      store_record(ct, record[1]);
+      fk_set_child_columns(fk, rule, table, new_rec, ct);
+      if (ct->vfield && (err = ct->update_virtual_fields(ch, VCOL_UPDATE_FOR_WRITE))) break;
+      err = ch->update_row(ct->record[1], ct->record[0]);
+      if (err == HA_ERR_RECORD_IS_THE_SAME) err = 0;
+    }
+    if (err) break;
+  }
+  fk_cascade_depth--;
+  ch->m_fk_skip = save_skip;
+  ch->m_lock_rows = save_lock;
+  ct->column_bitmaps_set(save_read, save_write);
+  memcpy(ct->record[0], saved_rec0.data(), saved_rec0.size());
+  memcpy(ct->record[1], saved_rec1.data(), saved_rec1.size());
+  /* swapped back into the same objects: the bytes are where the saved records'
+     BLOB pointers point */
+  std::swap(saved_value[0], ch->m_value[0]);
+  std::swap(saved_value[1], ch->m_value[1]);
+  std::swap(saved_external[0], ch->m_external[0]);
+  std::swap(saved_external[1], ch->m_external[1]);
+  ch->m_last_pk = saved_last_pk;
+  if (err) {
+    /* The server reports the error through this handler. */
+    m_fk_error = ch->m_fk_error;
+    m_last_error = ch->m_last_error;
+  }
+  return err;
 }

@@ -60,7 +60,8 @@ int ha_tidesdb::fail(int status) {
 }
 
 bool ha_tidesdb::get_error_message(int error, String *buf) {
-  if (error == HA_ERR_NO_REFERENCED_ROW || error == HA_ERR_ROW_IS_REFERENCED) {
+  if (error == HA_ERR_NO_REFERENCED_ROW || error == HA_ERR_ROW_IS_REFERENCED ||
+      error == HA_ERR_FK_DEPTH_EXCEEDED) {
     buf->copy(m_fk_error.c_str(), m_fk_error.size(), system_charset_info);
     return false;
   }

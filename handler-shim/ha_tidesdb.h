@@ -176,6 +176,13 @@ private:
   /* The table's constraints for this statement (loaded on its first write). */
   int fk_load();
   void fk_forget();
+  /* ON DELETE / ON UPDATE CASCADE or SET NULL (rule) of constraint fk on the rows
+     of its child table holding child_prefix, through the child's handler in the
+     statement's open tables (new_rec: the parent's new row, NULL for a delete). */
+  int fk_cascade(const tdb_fk_info *fk, uint32_t rule, const uchar *new_rec,
+                 const std::string &child_prefix);
+  /* The constraint whose cascade is writing this handler's row (not checked). */
+  std::string m_fk_skip;
   tdb_fk_list *m_fk_child = nullptr;
   tdb_fk_list *m_fk_parent = nullptr;
   bool m_fk_loaded = false;

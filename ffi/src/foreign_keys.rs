@@ -59,6 +59,7 @@ pub const PART_PREFIX: u32 = 4;
 /// `enum_fk_option` values the engine gives a meaning to.
 const FK_OPTION_UNDEF: u8 = 0;
 const FK_OPTION_RESTRICT: u8 = 1;
+const FK_OPTION_SET_NULL: u8 = 4;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyPart {
@@ -542,6 +543,18 @@ impl ForeignKeys {
         let child_side = find_index(child_keys, &f.child_cols).ok_or_else(|| {
             failed("There is no index in the table which would contain the columns as the first columns.".into())
         })?;
+        if f.on_delete == FK_OPTION_SET_NULL || f.on_update == FK_OPTION_SET_NULL {
+            if let Some(p) = child_side
+                .parts
+                .iter()
+                .find(|p| p.flags & PART_NULLABLE == 0)
+            {
+                return Err(failed(format!(
+                    "You have defined a SET NULL condition but column '{}' is defined as NOT NULL.",
+                    p.column
+                )));
+            }
+        }
         let Some(parent_keys) = Self::parent_keys(c, f, renamed_from) else {
             if need_parent {
                 let (db, table) = f.parent.rsplit_once('/').unwrap_or(("", &f.parent));
