@@ -314,6 +314,15 @@ int tidesdb::fk_define(THD *thd, const char *name) {
   if (add.empty() && !inherit_from) return 0;
   int st = tdb_fk_define(name, display.c_str(), inherit_from, drop.data(), (uint32_t)drop.size(),
                          add.data(), (uint32_t)add.size(), checks_enabled(thd));
+  if (st == TDB_FK_MALFORMED && rebuild) {
+    /* The copy drops an index a constraint needs: InnoDB's error. */
+    for (const Alter_drop &d : lex->alter_info.drop_list) {
+      if (d.type == Alter_drop::KEY) {
+        my_error(ER_DROP_INDEX_FK, MYF(0), d.name);
+        return HA_ERR_CANNOT_ADD_FOREIGN;
+      }
+    }
+  }
   if (st == TDB_FK_MALFORMED) {
     push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, HA_ERR_CANNOT_ADD_FOREIGN,
                         "Create  table `%s`.`%s` with foreign key %s", db.c_str(),
@@ -329,6 +338,12 @@ int tidesdb::fk_define(THD *thd, const char *name) {
   }
   if (st) sql_print_error("TidesDB: %s (table %s)", tdb_last_error(), name);
   return st ? to_ha_error(st, thd) : 0;
+}
+
+int tidesdb::fk_renamed(THD *, const char *from, const char *to) {
+  /* As InnoDB, a copying ALTER TABLE ... RENAME of a parent (the new table
+     arrives from a #sql name) leaves the constraints referencing the old name. */
+  return tdb_fk_rename(from, to);
 }
 
 int tidesdb::fk_check_drop(THD *thd, const char *name) {

@@ -178,7 +178,7 @@ int ha_tidesdb::delete_table(const char *name) {
 
 int ha_tidesdb::rename_table(const char *from, const char *to) {
   int st = tdb_table_rename(from, to);
-  if (!st) st = tdb_fk_rename(from, to);
+  if (!st) st = fk_renamed(ha_thd(), from, to);
   return st ? fail(st) : 0;
 }
 

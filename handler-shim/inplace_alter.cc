@@ -156,15 +156,16 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
         "added last";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
-  /* The constraint catalog names columns and finds indexes by their columns: a
-     table in a constraint renames columns or drops indexes by copying, where the
-     server and the engine check the constraints against the new definition. */
-  if ((flags & (ALTER_COLUMN_NAME | ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX |
-                ALTER_DROP_UNIQUE_INDEX | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE)) &&
+  /* Constraints find indexes by their columns: a table in a constraint drops
+     indexes (or changes column types) by copying, where the server and the engine
+     check the constraints against the new definition. (RENAME COLUMN stays in
+     place: the constraint catalog follows at commit, as InnoDB's does.) */
+  if ((flags & (ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX |
+                ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE)) &&
       (referenced_by_foreign_key() || !can_switch_engines())) {
     ha_alter_info->unsupported_reason =
-        "TidesDB renames columns and drops indexes of a table with FOREIGN KEY constraints "
-        "by copying it";
+        "TidesDB drops indexes and changes column types of a table with FOREIGN KEY "
+        "constraints by copying it";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
   if (flags & ADD_COLUMN_LAST) {
@@ -355,7 +356,19 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
   }
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
-  /* Constraints find their indexes through the recorded keys. */
+  /* Constraints name columns and find their indexes through the recorded keys. */
+  if (ha_alter_info->handler_flags & ALTER_COLUMN_NAME) {
+    for (const Create_field &cf : ha_alter_info->alter_info->create_list) {
+      if (!cf.field || !my_strcasecmp(system_charset_info, cf.field->field_name.str,
+                                      cf.field_name.str))
+        continue;
+      if ((st = tdb_fk_rename_column(m_name.c_str(), cf.field->field_name.str,
+                                     cf.field_name.str))) {
+        print_error(fail(st), MYF(0));
+        return true;
+      }
+    }
+  }
   if ((st = fk_register_keys(m_name.c_str(), altered_table))) {
     print_error(fail(st), MYF(0));
     return true;

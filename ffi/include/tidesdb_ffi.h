@@ -424,6 +424,9 @@ int tdb_fk_define(const char *child, const char *display, const char *inherit_fr
 /* RENAME TABLE / DROP TABLE of a table: its entries follow (see foreign_keys.rs). */
 int tdb_fk_rename(const char *from, const char *to);
 int tdb_fk_table_dropped(const char *name);
+/* An in-place RENAME COLUMN of table name: the constraints on it and those
+   referencing it follow. */
+int tdb_fk_rename_column(const char *name, const char *from, const char *to);
 
 struct tdb_fk_part {
   uint32_t length;

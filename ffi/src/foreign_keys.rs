@@ -492,6 +492,18 @@ impl ForeignKeys {
                 }
                 Self::validate(c, f, inherit_from, checks)?;
             }
+            // A rebuilt parent must keep an index for the constraints referencing it.
+            if let (Some(from), true) = (inherit_from, checks) {
+                let new_keys = c.keys.get(child).map(Vec::as_slice).unwrap_or(&[]);
+                for f in c.fks.values().flatten().filter(|f| f.parent == from && f.child != from) {
+                    if find_index(new_keys, &f.parent_cols).is_none() {
+                        return Err(malformed(format!(
+                            "({}) constraint failed. There is no index in the referenced table where the referenced columns appear as the first columns.",
+                            f.child_cols.join(", ")
+                        )));
+                    }
+                }
+            }
             let entry = if fks.is_empty() {
                 None
             } else {
@@ -630,6 +642,57 @@ impl ForeignKeys {
             Ok(())
         });
         result
+    }
+
+    /// RENAME COLUMN (in place) of table `name`: its constraints and the
+    /// constraints referencing it name the column by its new name.
+    pub fn rename_column(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        from: &str,
+        to: &str,
+    ) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            let mut fks = c.fks.clone();
+            let mut writes = Vec::new();
+            for (child, v) in fks.iter_mut() {
+                let mut changed = false;
+                for f in v.iter_mut() {
+                    if f.child == name {
+                        for col in f
+                            .child_cols
+                            .iter_mut()
+                            .filter(|col| col.eq_ignore_ascii_case(from))
+                        {
+                            *col = to.to_string();
+                            changed = true;
+                        }
+                    }
+                    if f.parent == name {
+                        for col in f
+                            .parent_cols
+                            .iter_mut()
+                            .filter(|col| col.eq_ignore_ascii_case(from))
+                        {
+                            *col = to.to_string();
+                            changed = true;
+                        }
+                    }
+                }
+                if changed {
+                    writes.push((catalog_key(FK_PREFIX, child), Some(encode_fks(v))));
+                }
+            }
+            if writes.is_empty() {
+                return Ok(());
+            }
+            Self::write(db, cf, &writes)?;
+            c.fks = fks;
+            Ok(())
+        })
     }
 
     /// Forgets a dropped table's keys and constraints (constraints that reference
@@ -867,6 +930,22 @@ pub unsafe extern "C" fn tdb_fk_rename(from: *const c_char, to: *const c_char) -
         let (from, to) = unsafe { (raw::str(from)?, raw::str(to)?) };
         let e = engine()?;
         e.fks.rename(&e.db, e.catalog.cf(), from, to)
+    })
+}
+
+/// # Safety
+/// NUL-terminated names.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_rename_column(
+    name: *const c_char,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let (name, from, to) = unsafe { (raw::str(name)?, raw::str(from)?, raw::str(to)?) };
+        let e = engine()?;
+        e.fks.rename_column(&e.db, e.catalog.cf(), name, from, to)
     })
 }
 
