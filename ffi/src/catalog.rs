@@ -15,6 +15,7 @@
 //! | `autoinc/<table_id u64 BE>` | u64 LE: the table's AUTO_INCREMENT counter, written whenever it moves (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit that used the value, which follows it in the WAL) |
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE (opaque to the engine: the shim's serialisation of rec_per_key) |
+//! | `keys/<name>`, `fk/<name>` | a table's keys and its FOREIGN KEY constraints (format in `foreign_keys.rs`) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
 //!
 //! The i-th secondary index of a table (in the server's key order) lives in column
