@@ -311,7 +311,8 @@ int tidesdb::fk_define(THD *thd, const char *name) {
   std::vector<const char *> drop;
   for (const Alter_drop &d : lex->alter_info.drop_list)
     if (d.type == Alter_drop::FOREIGN_KEY) drop.push_back(d.name);
-  if (add.empty() && !inherit_from) return 0;
+  /* Always asked, even with nothing to add: entries left under this name by an
+     earlier table are replaced (the engine skips the write when there are none). */
   int st = tdb_fk_define(name, display.c_str(), inherit_from, drop.data(), (uint32_t)drop.size(),
                          add.data(), (uint32_t)add.size(), checks_enabled(thd));
   if (st == TDB_FK_MALFORMED && rebuild) {

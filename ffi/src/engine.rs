@@ -78,11 +78,9 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
     };
     let db = Db::open(dir, options)?;
     let catalog = Catalog::open(&db)?;
-    *slot = Some(Arc::new(Engine {
-        db,
-        catalog,
-        fks: ForeignKeys::default(),
-    }));
+    let fks = ForeignKeys::default();
+    fks.purge_orphans(&db, catalog.cf(), &catalog.list_tables(&db)?)?;
+    *slot = Some(Arc::new(Engine { db, catalog, fks }));
     Ok(())
 }
 

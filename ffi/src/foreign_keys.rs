@@ -382,6 +382,29 @@ impl ForeignKeys {
         Ok(())
     }
 
+    /// Drops the entries of tables the catalog no longer has (a crash between a
+    /// DROP TABLE's catalog transaction and this catalog's), so a table created
+    /// later under that name starts without them. Run when the engine opens.
+    pub fn purge_orphans(&self, db: &Db, cf: &Cf, live: &[String]) -> FfiResult<()> {
+        let live: std::collections::HashSet<&str> = live.iter().map(|n| normalize(n)).collect();
+        self.with(db, cf, |c| {
+            let mut writes = Vec::new();
+            for name in c.keys.keys().filter(|n| !live.contains(n.as_str())) {
+                writes.push((catalog_key(KEYS_PREFIX, name), None));
+            }
+            for name in c.fks.keys().filter(|n| !live.contains(n.as_str())) {
+                writes.push((catalog_key(FK_PREFIX, name), None));
+            }
+            if writes.is_empty() {
+                return Ok(());
+            }
+            Self::write(db, cf, &writes)?;
+            c.keys.retain(|n, _| live.contains(n.as_str()));
+            c.fks.retain(|n, _| live.contains(n.as_str()));
+            Ok(())
+        })
+    }
+
     /// Records a table's keys (skipped when unchanged).
     pub fn set_keys(&self, db: &Db, cf: &Cf, name: &str, keys: Vec<KeyDef>) -> FfiResult<()> {
         let name = normalize(name);
@@ -503,6 +526,9 @@ impl ForeignKeys {
                         )));
                     }
                 }
+            }
+            if fks.is_empty() && !c.fks.contains_key(child) {
+                return Ok(());
             }
             let entry = if fks.is_empty() {
                 None
@@ -1271,6 +1297,144 @@ mod tests {
         );
         assert!(find_index(&keys, &["b".into()]).is_none());
         assert!(find_index(&keys, &["a".into(), "b".into(), "c".into()]).is_none());
+    }
+
+    fn int_key(index: u32, name: &str, cols: &[&str], flags: u32) -> KeyDef {
+        KeyDef {
+            engine_index: index,
+            flags,
+            name: name.into(),
+            parts: cols
+                .iter()
+                .map(|c| KeyPart {
+                    column: (*c).into(),
+                    type_sig: "3:4:0:0".into(),
+                    length: 4,
+                    flags: PART_NULLABLE,
+                })
+                .collect(),
+        }
+    }
+
+    fn new_fk(name: &str, parent: &str, col: &str, pcol: &str) -> NewForeignKey {
+        NewForeignKey {
+            name: name.into(),
+            parent: parent.into(),
+            child_cols: vec![col.into()],
+            parent_cols: vec![pcol.into()],
+            on_delete: 0,
+            on_update: 0,
+        }
+    }
+
+    #[test]
+    fn catalog_follows_ddl_and_survives_reload() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), tidesdb_core::DbOptions::default()).expect("open");
+        let cf = db
+            .create_cf("__catalog", tidesdb_core::CfOptions::default())
+            .expect("cf");
+        let fks = ForeignKeys::default();
+        let parent = vec![int_key(0, "PRIMARY", &["id"], KEY_PRIMARY)];
+        let child = vec![
+            int_key(0, "PRIMARY", &["id"], KEY_PRIMARY),
+            int_key(1, "p", &["p"], 0),
+        ];
+        fks.set_keys(&db, &cf, "./d/p", parent).expect("keys");
+        fks.set_keys(&db, &cf, "./d/c", child.clone())
+            .expect("keys");
+        // A missing parent is refused with checks, accepted without.
+        let err = fks
+            .define(
+                &db,
+                &cf,
+                "./d/c",
+                "c",
+                None,
+                &[],
+                vec![new_fk("", "./d/x", "p", "id")],
+                true,
+            )
+            .expect_err("no parent");
+        assert_eq!(err.status, Status::FkMalformed);
+        // No index on the referenced column.
+        let err = fks
+            .define(
+                &db,
+                &cf,
+                "./d/c",
+                "c",
+                None,
+                &[],
+                vec![new_fk("", "./d/p", "p", "zz")],
+                true,
+            )
+            .expect_err("no index");
+        assert!(err.message.contains("no index in the referenced table"));
+        fks.define(
+            &db,
+            &cf,
+            "./d/c",
+            "c",
+            None,
+            &[],
+            vec![new_fk("", "./d/p", "p", "id")],
+            true,
+        )
+        .expect("define");
+        let listed = fks.list(&db, &cf, "d/p", true).expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].name, "c_ibfk_1");
+        let (c_side, p_side) = fks.resolve(&db, &cf, &listed[0]).expect("resolve");
+        assert_eq!(c_side.map(|s| s.engine_index), Some(1));
+        assert_eq!(p_side.map(|s| s.engine_index), Some(0));
+        // A copying ALTER: the rebuilt table inherits, adds one, then is renamed in.
+        fks.set_keys(&db, &cf, "./d/#sql-alter-1", child)
+            .expect("keys");
+        fks.define(
+            &db,
+            &cf,
+            "./d/#sql-alter-1",
+            "c",
+            Some("./d/c"),
+            &[],
+            vec![new_fk("", "./d/p", "p", "id")],
+            true,
+        )
+        .expect("inherit");
+        fks.rename(&db, &cf, "./d/c", "./d/#sql-backup-1")
+            .expect("rename");
+        fks.rename(&db, &cf, "./d/#sql-alter-1", "./d/c")
+            .expect("rename");
+        fks.dropped(&db, &cf, "./d/#sql-backup-1").expect("drop");
+        let names: Vec<String> = fks
+            .list(&db, &cf, "d/c", false)
+            .expect("list")
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["c_ibfk_1", "c_ibfk_2"]);
+        // RENAME TABLE of the parent re-points the child; of the child renames
+        // the generated names.
+        fks.rename(&db, &cf, "./d/p", "./d/p2").expect("rename");
+        fks.rename(&db, &cf, "./d/c", "./d/c2").expect("rename");
+        let reloaded = ForeignKeys::default();
+        let f = reloaded.list(&db, &cf, "d/p2", true).expect("list");
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].child, "d/c2");
+        assert_eq!(f[0].name, "c2_ibfk_1");
+        // Entries of tables the catalog lost are purged.
+        reloaded
+            .purge_orphans(&db, &cf, &["d/p2".to_string()])
+            .expect("purge");
+        assert!(reloaded
+            .list(&db, &cf, "d/p2", true)
+            .expect("list")
+            .is_empty());
+        assert!(ForeignKeys::default()
+            .list(&db, &cf, "d/c2", false)
+            .expect("list")
+            .is_empty());
     }
 
     #[test]
