@@ -250,8 +250,14 @@ int tidesdb::fk_define(THD *thd, const char *name) {
   for (const Key &key : lex->alter_info.key_list) declares |= key.type == Key::FOREIGN_KEY;
   if (is_temporary_path(name)) {
     if (!declares) return 0;
-    my_error(ER_NOT_SUPPORTED_YET, MYF(0), "FOREIGN KEY constraints on temporary TidesDB tables");
-    return HA_ERR_UNSUPPORTED;
+    /* As InnoDB: errno 150 with its reason. */
+    TABLE_LIST *tl = lex->first_select_lex() ? lex->first_select_lex()->table_list.first
+                                             : nullptr;
+    push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, HA_ERR_CANNOT_ADD_FOREIGN,
+                        "Create  table `%s`.`%s` with foreign key constraint failed. Temporary "
+                        "tables can't have foreign key constraints.",
+                        tl ? tl->db.str : "", tl ? tl->table_name.str : "");
+    return HA_ERR_CANNOT_ADD_FOREIGN;
   }
   std::string db, tbl;
   split_path(name, &db, &tbl);
