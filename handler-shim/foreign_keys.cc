@@ -347,12 +347,6 @@ int tidesdb::fk_define(THD *thd, const char *name) {
   return st ? to_ha_error(st, thd) : 0;
 }
 
-int tidesdb::fk_renamed(THD *, const char *from, const char *to) {
-  /* As InnoDB, a copying ALTER TABLE ... RENAME of a parent (the new table
-     arrives from a #sql name) leaves the constraints referencing the old name. */
-  return tdb_fk_rename(from, to);
-}
-
 int tidesdb::fk_check_drop(THD *thd, const char *name) {
   if (is_temporary_path(name) || !checks_enabled(thd)) return 0;
   Fk_list l;

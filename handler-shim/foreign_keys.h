@@ -31,9 +31,6 @@ int fk_define(THD *thd, const char *name);
    parent whose children are in the same database). */
 int fk_check_drop(THD *thd, const char *name);
 
-/* RENAME TABLE from -> to done: the constraint catalog follows. */
-int fk_renamed(THD *thd, const char *from, const char *to);
-
 }  // namespace tidesdb
 
 #endif

@@ -161,10 +161,7 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   if (st) return fail(st);
   st = fk_register_keys(name, form);
   int err = st ? fail(st) : fk_define(ha_thd(), name);
-  if (err) {
-    tdb_table_drop(name);
-    tdb_fk_table_dropped(name);
-  }
+  if (err) tdb_table_drop(name);
   return err;
 }
 
@@ -172,13 +169,11 @@ int ha_tidesdb::delete_table(const char *name) {
   m_fk_error.clear(); /* InnoDB's DROP TABLE error names no constraint */
   if (int err = fk_check_drop(ha_thd(), name)) return err;
   int st = tdb_table_drop(name);
-  if (!st) st = tdb_fk_table_dropped(name);
   return st ? fail(st) : 0;
 }
 
 int ha_tidesdb::rename_table(const char *from, const char *to) {
   int st = tdb_table_rename(from, to);
-  if (!st) st = fk_renamed(ha_thd(), from, to);
   return st ? fail(st) : 0;
 }
 

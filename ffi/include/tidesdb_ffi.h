@@ -421,9 +421,8 @@ struct tdb_fk_def {
 int tdb_fk_define(const char *child, const char *display, const char *inherit_from,
                   const char *const *drop, uint32_t n_drop, const struct tdb_fk_def *add,
                   uint32_t n_add, int checks);
-/* RENAME TABLE / DROP TABLE of a table: its entries follow (see foreign_keys.rs). */
-int tdb_fk_rename(const char *from, const char *to);
-int tdb_fk_table_dropped(const char *name);
+/* (tdb_table_rename and tdb_table_drop move / drop a table's constraint entries in
+   the catalog's own transaction.) */
 /* An in-place RENAME COLUMN of table name: the constraints on it and those
    referencing it follow. */
 int tdb_fk_rename_column(const char *name, const char *from, const char *to);

@@ -489,6 +489,9 @@ pub enum IndexSource {
     Built(usize),
 }
 
+/// A catalog entry to write (None: delete) in a DDL statement's transaction.
+pub type CatalogWrite = (Vec<u8>, Option<Vec<u8>>);
+
 /// The catalog over one database.
 pub struct Catalog {
     cf: Cf,
@@ -714,6 +717,12 @@ impl Catalog {
     }
 
     pub fn drop_table(&self, db: &Db, name: &str) -> FfiResult<()> {
+        self.drop_table_with(db, name, &[])
+    }
+
+    /// Drops a table, writing `extra` catalog entries (None = delete) in the same
+    /// transaction (the table's constraint entries, `foreign_keys.rs`).
+    pub fn drop_table_with(&self, db: &Db, name: &str, extra: &[CatalogWrite]) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         // A queued put of the counter (left by a failed INSERT) is written
@@ -724,12 +733,34 @@ impl Catalog {
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.delete(&self.cf, &extent_key(meta.table_id))?;
+        self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         self.forget(name);
         Self::drop_cfs(db, &meta)
     }
 
+    fn put_extra(&self, txn: &mut tidesdb_core::Txn, extra: &[CatalogWrite]) -> FfiResult<()> {
+        for (k, v) in extra {
+            match v {
+                Some(v) => txn.put(&self.cf, k, v)?,
+                None => txn.delete(&self.cf, k)?,
+            }
+        }
+        Ok(())
+    }
+
     pub fn rename(&self, db: &Db, from: &str, to: &str) -> FfiResult<()> {
+        self.rename_with(db, from, to, &[])
+    }
+
+    /// Renames a table, writing `extra` catalog entries in the same transaction.
+    pub fn rename_with(
+        &self,
+        db: &Db,
+        from: &str,
+        to: &str,
+        extra: &[CatalogWrite],
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let meta = self.lookup(db, from)?.ok_or_else(|| no_such_table(from))?;
         if self.lookup(db, to)?.is_some() {
@@ -744,6 +775,7 @@ impl Catalog {
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &table_key(from))?;
         txn.put(&self.cf, &table_key(to), &meta.encode())?;
+        self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         let mut open = self.open_tables.lock();
         if let Some(shared) = open.remove(normalize(from)) {

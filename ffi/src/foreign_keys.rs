@@ -38,6 +38,7 @@ use std::ffi::{c_char, c_int, CString};
 use parking_lot::Mutex;
 use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode};
 
+use crate::catalog::CatalogWrite;
 use crate::engine::engine;
 use crate::raw;
 use crate::status::{guard, FfiError, FfiResult, Status};
@@ -370,7 +371,7 @@ impl ForeignKeys {
     }
 
     /// Writes the given entries (None = delete) in one transaction.
-    fn write(db: &Db, cf: &Cf, entries: &[(Vec<u8>, Option<Vec<u8>>)]) -> FfiResult<()> {
+    fn write(db: &Db, cf: &Cf, entries: &[CatalogWrite]) -> FfiResult<()> {
         let mut txn = db.begin(Isolation::ReadCommitted);
         for (k, v) in entries {
             match v {
@@ -617,7 +618,16 @@ impl ForeignKeys {
     }
 
     /// Moves a table's entries to a new name (see the module's Format).
-    pub fn rename(&self, db: &Db, cf: &Cf, from: &str, to: &str) -> FfiResult<()> {
+    /// `commit` writes the entries, with the table's own catalog change in one
+    /// transaction (`Catalog::rename_with`); memory follows once it succeeded.
+    pub fn rename(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        from: &str,
+        to: &str,
+        commit: impl FnOnce(&[CatalogWrite]) -> FfiResult<()>,
+    ) -> FfiResult<()> {
         let (from, to) = (normalize(from), normalize(to));
         let follow = !is_tmp_name(from) && !is_tmp_name(to);
         let result = self.with(db, cf, |c| {
@@ -659,7 +669,7 @@ impl ForeignKeys {
                 writes.push((catalog_key(KEYS_PREFIX, from), None));
                 writes.push((catalog_key(KEYS_PREFIX, to), Some(encode_keys(k))));
             }
-            Self::write(db, cf, &writes)?;
+            commit(&writes)?;
             c.fks = fks;
             if let Some(k) = keys {
                 c.keys.remove(from);
@@ -723,20 +733,28 @@ impl ForeignKeys {
 
     /// Forgets a dropped table's keys and constraints (constraints that reference
     /// it stay, as in InnoDB).
-    pub fn dropped(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<()> {
+    /// `commit` writes the entries with the table's own catalog change
+    /// (`Catalog::drop_table_with`).
+    pub fn dropped(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        commit: impl FnOnce(&[CatalogWrite]) -> FfiResult<()>,
+    ) -> FfiResult<()> {
         let name = normalize(name);
         self.with(db, cf, |c| {
-            if c.keys.remove(name).is_none() & c.fks.remove(name).is_none() {
-                return Ok(());
+            let mut writes = Vec::new();
+            if c.keys.contains_key(name) {
+                writes.push((catalog_key(KEYS_PREFIX, name), None));
             }
-            Self::write(
-                db,
-                cf,
-                &[
-                    (catalog_key(KEYS_PREFIX, name), None),
-                    (catalog_key(FK_PREFIX, name), None),
-                ],
-            )
+            if c.fks.contains_key(name) {
+                writes.push((catalog_key(FK_PREFIX, name), None));
+            }
+            commit(&writes)?;
+            c.keys.remove(name);
+            c.fks.remove(name);
+            Ok(())
         })
     }
 
@@ -950,18 +968,6 @@ pub unsafe extern "C" fn tdb_fk_define(
 /// # Safety
 /// NUL-terminated names.
 #[no_mangle]
-pub unsafe extern "C" fn tdb_fk_rename(from: *const c_char, to: *const c_char) -> c_int {
-    guard(|| {
-        // SAFETY: by contract.
-        let (from, to) = unsafe { (raw::str(from)?, raw::str(to)?) };
-        let e = engine()?;
-        e.fks.rename(&e.db, e.catalog.cf(), from, to)
-    })
-}
-
-/// # Safety
-/// NUL-terminated names.
-#[no_mangle]
 pub unsafe extern "C" fn tdb_fk_rename_column(
     name: *const c_char,
     from: *const c_char,
@@ -972,18 +978,6 @@ pub unsafe extern "C" fn tdb_fk_rename_column(
         let (name, from, to) = unsafe { (raw::str(name)?, raw::str(from)?, raw::str(to)?) };
         let e = engine()?;
         e.fks.rename_column(&e.db, e.catalog.cf(), name, from, to)
-    })
-}
-
-/// # Safety
-/// A NUL-terminated name.
-#[no_mangle]
-pub unsafe extern "C" fn tdb_fk_table_dropped(name: *const c_char) -> c_int {
-    guard(|| {
-        // SAFETY: by contract.
-        let name = unsafe { raw::str(name) }?;
-        let e = engine()?;
-        e.fks.dropped(&e.db, e.catalog.cf(), name)
     })
 }
 
@@ -1402,11 +1396,13 @@ mod tests {
             true,
         )
         .expect("inherit");
-        fks.rename(&db, &cf, "./d/c", "./d/#sql-backup-1")
+        let write = |w: &[CatalogWrite]| ForeignKeys::write(&db, &cf, w);
+        fks.rename(&db, &cf, "./d/c", "./d/#sql-backup-1", write)
             .expect("rename");
-        fks.rename(&db, &cf, "./d/#sql-alter-1", "./d/c")
+        fks.rename(&db, &cf, "./d/#sql-alter-1", "./d/c", write)
             .expect("rename");
-        fks.dropped(&db, &cf, "./d/#sql-backup-1").expect("drop");
+        fks.dropped(&db, &cf, "./d/#sql-backup-1", write)
+            .expect("drop");
         let names: Vec<String> = fks
             .list(&db, &cf, "d/c", false)
             .expect("list")
@@ -1416,8 +1412,10 @@ mod tests {
         assert_eq!(names, ["c_ibfk_1", "c_ibfk_2"]);
         // RENAME TABLE of the parent re-points the child; of the child renames
         // the generated names.
-        fks.rename(&db, &cf, "./d/p", "./d/p2").expect("rename");
-        fks.rename(&db, &cf, "./d/c", "./d/c2").expect("rename");
+        fks.rename(&db, &cf, "./d/p", "./d/p2", write)
+            .expect("rename");
+        fks.rename(&db, &cf, "./d/c", "./d/c2", write)
+            .expect("rename");
         let reloaded = ForeignKeys::default();
         let f = reloaded.list(&db, &cf, "d/p2", true).expect("list");
         assert_eq!(f.len(), 2);
