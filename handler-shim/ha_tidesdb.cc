@@ -27,6 +27,7 @@
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
+#include "foreign_keys.h"
 #include "key_codec.h"
 #include "row_codec.h"
 #include "status.h"
@@ -44,6 +45,7 @@ ha_tidesdb::ha_tidesdb(handlerton *hton, TABLE_SHARE *share) : handler(hton, sha
 
 ha_tidesdb::~ha_tidesdb() {
   close_cursor();
+  fk_forget();
   if (m_tbl) tdb_table_close(m_tbl);
   my_free(m_scratch_rec);
 }
@@ -58,6 +60,11 @@ int ha_tidesdb::fail(int status) {
 }
 
 bool ha_tidesdb::get_error_message(int error, String *buf) {
+  if (error == HA_ERR_NO_REFERENCED_ROW || error == HA_ERR_ROW_IS_REFERENCED ||
+      error == HA_ERR_FK_DEPTH_EXCEEDED) {
+    buf->copy(m_fk_error.c_str(), m_fk_error.size(), system_charset_info);
+    return false;
+  }
   const char *text = private_error_text(error);
   if (!text) return false;
   buf->copy(text, strlen(text), system_charset_info);
@@ -147,19 +154,9 @@ void tidesdb::covered_fields(TABLE *table, uint keynr, bool hidden_pk,
 
 /* ------------------------------------------------------------------------- DDL */
 
-/* True if the statement that creates the table declares a FOREIGN KEY. */
-static bool declares_foreign_key(THD *thd) {
-  for (const Key &key : thd->lex->alter_info.key_list)
-    if (key.type == Key::FOREIGN_KEY) return true;
-  return false;
-}
-
 int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
-  /* The server would silently drop a constraint the engine does not enforce. */
-  if (declares_foreign_key(ha_thd())) {
-    my_error(ER_NOT_SUPPORTED_YET, MYF(0), "FOREIGN KEY constraints on TidesDB tables");
-    return HA_ERR_UNSUPPORTED;
-  }
+  /* A constraint the engine does not enforce is refused, never dropped. */
+  if (int err = fk_refuse_unsupported(ha_thd())) return err;
   /* As InnoDB: fixed-length and Aria's PAGE row formats do not exist here (the
      others are accepted and mean the same single row format). */
   if (info->row_type == ROW_TYPE_FIXED || info->row_type == ROW_TYPE_PAGE) {
@@ -172,10 +169,16 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   tdb_table_options opts;
   table_options_of(form->s, &opts);
   int st = tdb_table_create(name, n_indexes, auto_inc, &opts);
-  return st ? fail(st) : 0;
+  if (st) return fail(st);
+  st = fk_register_keys(name, form);
+  int err = st ? fail(st) : fk_define(ha_thd(), name);
+  if (err) tdb_table_drop(name);
+  return err;
 }
 
 int ha_tidesdb::delete_table(const char *name) {
+  m_fk_error.clear(); /* InnoDB's DROP TABLE error names no constraint */
+  if (int err = fk_check_drop(ha_thd(), name)) return err;
   int st = tdb_table_drop(name);
   return st ? fail(st) : 0;
 }
@@ -227,6 +230,8 @@ int ha_tidesdb::open(const char *name, int, uint) {
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), name);
     return HA_ERR_TIDESDB_CORRUPTION;
   }
+  /* Tables created before constraints existed record their keys now. */
+  if ((st = fk_register_keys(name, table))) return fail(st);
   m_key_to_engine.assign(n_keys, 0);
   uint next = 1;
   for (uint k = 0; k < n_keys; k++) m_key_to_engine[k] = is_pk(k) ? 0 : next++;
@@ -266,6 +271,7 @@ int ha_tidesdb::open(const char *name, int, uint) {
 
 int ha_tidesdb::close() {
   close_cursor();
+  fk_forget();
   if (m_tbl) {
     tdb_table_close(m_tbl);
     m_tbl = nullptr;
@@ -282,6 +288,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   int st = begin_statement(thd, &t);
   if (st) return fail(st);
   m_autoinc_rows = 0;
+  fk_forget();
   maybe_recalc_statistics(thd);
   if (m_share && m_stats_version != m_share->stats_version) apply_statistics();
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
@@ -297,6 +304,7 @@ int ha_tidesdb::start_stmt(THD *thd, thr_lock_type) {
   int st = begin_statement(thd, &t);
   if (st) return fail(st);
   m_autoinc_rows = 0;
+  fk_forget();
   return 0;
 }
 
@@ -515,6 +523,7 @@ int ha_tidesdb::write_row(const uchar *buf) {
   } else {
     encode_pk(buf, &pk);
   }
+  if (int err = fk_check_child(nullptr, buf)) return err;
   std::vector<tdb_op> external_ops;
   std::deque<std::string> bufs;
   if (int err = encode_row_change(nullptr, pk, buf, &external_ops, &bufs)) return err;
@@ -577,6 +586,8 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   /* As InnoDB: an update that changes nothing writes nothing and says so
      (REPLACE of an identical row then counts 1 affected row, not 2). */
   if (rows_identical(table, old_data, new_data)) return HA_ERR_RECORD_IS_THE_SAME;
+  if (int err = fk_check_parent(old_data, new_data)) return err;
+  if (int err = fk_check_child(old_data, new_data)) return err;
   std::string old_pk, new_pk;
   if (m_hidden_pk) {
     old_pk = m_last_pk;
@@ -639,6 +650,7 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
 }
 
 int ha_tidesdb::delete_row(const uchar *buf) {
+  if (int err = fk_check_parent(buf, nullptr)) return err;
   std::string pk;
   if (m_hidden_pk)
     pk = m_last_pk;

@@ -177,7 +177,36 @@ public:
   /* Relevance of the row in record for a search (FT_INFO::find_relevance). */
   float ft_relevance_of(Tidesdb_ft_info *info, const uchar *record);
 
+  /* ---- FOREIGN KEY (foreign_keys.cc) ---- */
+  char *get_foreign_key_create_info() override;
+  void free_foreign_key_create_info(char *str) override;
+  int get_foreign_key_list(THD *thd, List<FOREIGN_KEY_INFO> *f_key_list) override;
+  int get_parent_foreign_key_list(THD *thd, List<FOREIGN_KEY_INFO> *f_key_list) override;
+  bool referenced_by_foreign_key() const noexcept override;
+  bool can_switch_engines() override;
+
 private:
+  /* The checks of a row change (foreign_key_checks = 1): as a child, its new
+     values must exist in the parent (old_rec NULL for an insert); as a parent, its
+     old referenced values must not be in a child (new_rec NULL for a delete).
+     HA_ERR_NO_REFERENCED_ROW / HA_ERR_ROW_IS_REFERENCED with m_fk_error set. */
+  int fk_check_child(const uchar *old_rec, const uchar *new_rec);
+  int fk_check_parent(const uchar *old_rec, const uchar *new_rec);
+  /* The table's constraints for this statement (loaded on its first write). */
+  int fk_load();
+  void fk_forget();
+  /* ON DELETE / ON UPDATE CASCADE or SET NULL (rule) of constraint fk on the rows
+     of its child table holding child_prefix, through the child's handler in the
+     statement's open tables (new_rec: the parent's new row, NULL for a delete). */
+  int fk_cascade(const tdb_fk_info *fk, uint32_t rule, const uchar *new_rec,
+                 const std::string &child_prefix);
+  /* The constraint whose cascade is writing this handler's row (not checked). */
+  std::string m_fk_skip;
+  tdb_fk_list *m_fk_child = nullptr;
+  tdb_fk_list *m_fk_parent = nullptr;
+  bool m_fk_loaded = false;
+  std::string m_fk_error;
+
   /* FULLTEXT key k of a row change: appends its TDB_OP_FT_* ops (old_rec / new_rec
      NULL for an insert / delete) and returns true; false if k is not FULLTEXT. */
   bool ft_ops(uint k, const uchar *old_rec, const std::string &old_pk, const uchar *new_rec,

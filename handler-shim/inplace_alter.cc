@@ -36,6 +36,7 @@
 #include "errors.h"
 #include "table_options.h"
 #include "row_codec.h"
+#include "foreign_keys.h"
 
 using namespace tidesdb;
 
@@ -153,6 +154,18 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     ha_alter_info->unsupported_reason =
         "TidesDB changes in place only indexes (not primary keys), metadata and columns "
         "added last";
+    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  /* Constraints find indexes by their columns: a table in a constraint drops
+     indexes (or changes column types) by copying, where the server and the engine
+     check the constraints against the new definition. (RENAME COLUMN stays in
+     place: the constraint catalog follows at commit, as InnoDB's does.) */
+  if ((flags & (ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX |
+                ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE)) &&
+      (referenced_by_foreign_key() || !can_switch_engines())) {
+    ha_alter_info->unsupported_reason =
+        "TidesDB drops indexes and changes column types of a table with FOREIGN KEY "
+        "constraints by copying it";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
   if (flags & ADD_COLUMN_LAST) {
@@ -324,7 +337,7 @@ bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alte
   return failed;
 }
 
-bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alter_info,
+bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
                                             bool commit) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx) return false;
@@ -343,6 +356,23 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *, Alter_inplace_info *ha_alte
   }
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
+  /* Constraints name columns and find their indexes through the recorded keys. */
+  if (ha_alter_info->handler_flags & ALTER_COLUMN_NAME) {
+    for (const Create_field &cf : ha_alter_info->alter_info->create_list) {
+      if (!cf.field || !my_strcasecmp(system_charset_info, cf.field->field_name.str,
+                                      cf.field_name.str))
+        continue;
+      if ((st = tdb_fk_rename_column(m_name.c_str(), cf.field->field_name.str,
+                                     cf.field_name.str))) {
+        print_error(fail(st), MYF(0));
+        return true;
+      }
+    }
+  }
+  if ((st = fk_register_keys(m_name.c_str(), altered_table))) {
+    print_error(fail(st), MYF(0));
+    return true;
+  }
   /* Saved statistics were per key position: the catalog dropped them. */
   if (m_share) m_share->forget_statistics();
   return false;

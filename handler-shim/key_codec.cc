@@ -125,6 +125,10 @@ static bool encode_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table,
   return is_null;
 }
 
+bool encode_key_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table, std::string *out) {
+  return encode_part(kp, rec, table, out);
+}
+
 bool encode_key_from_record(TABLE *table, const KEY *key, uint n_parts, const uchar *rec,
                             std::string *out) {
   bool any_null = false;

@@ -40,6 +40,10 @@ uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image,
                            key_part_map keypart_map, uchar *scratch_rec,
                            std::string *out);
 
+/* Appends the encoding of one key part (kp->field's value in rec; kp->length,
+   kp->null_bit and HA_REVERSE_SORT say the format). Returns true if it is NULL. */
+bool encode_key_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table, std::string *out);
+
 /* The largest encoding of the first n_parts parts of key. */
 uint max_encoded_length(const KEY *key, uint n_parts);
 

@@ -44,7 +44,8 @@ enum tdb_status {
   TDB_NOT_OPEN = 13,      /* the engine is not open (plugin init failed) */
   TDB_INTERNAL = 14,      /* a bug in the engine (a caught panic) */
   TDB_ABORTED = 15,       /* the wait was cancelled (KILL QUERY) */
-  TDB_DISK_FULL = 16      /* the OS refused a write: no space left (ENOSPC, EDQUOT) */
+  TDB_DISK_FULL = 16,     /* the OS refused a write: no space left (ENOSPC, EDQUOT) */
+  TDB_FK_MALFORMED = 17   /* a FOREIGN KEY the engine cannot enforce (no index, types) */
 };
 
 /* The message for the last non-OK status returned on the calling thread. */
@@ -400,6 +401,91 @@ int tdb_cursor_prev(tdb_cursor *cursor);
 /* The current entry; valid until the next call on the cursor. */
 int tdb_cursor_entry(tdb_cursor *cursor, const uint8_t **key, size_t *key_len,
                      const uint8_t **value, size_t *value_len);
+
+/* ---- FOREIGN KEY constraints (ffi/src/foreign_keys.rs: catalog, format, locking) -- */
+
+/* A table's keys, recorded so constraints can find the index serving them. */
+enum tdb_key_flags { TDB_KEY_PRIMARY = 1, TDB_KEY_UNIQUE = 2, TDB_KEY_UNUSABLE = 4 };
+enum tdb_key_part_flags { TDB_PART_NULLABLE = 1, TDB_PART_DESC = 2, TDB_PART_PREFIX = 4 };
+struct tdb_key_part_def {
+  const char *column;
+  const char *type_sig;  /* equal signatures = columns a constraint may pair */
+  uint32_t length;       /* the key part's byte length (KEY_PART_INFO::length) */
+  uint32_t flags;        /* enum tdb_key_part_flags */
+};
+struct tdb_key_def {
+  uint32_t engine_index; /* 0 = the primary key (rows) */
+  uint32_t flags;        /* enum tdb_key_flags */
+  const char *name;
+  uint32_t n_parts;
+  const struct tdb_key_part_def *parts;
+};
+/* Records (or replaces) the keys of table name; a no-op when unchanged. */
+int tdb_table_set_keys(const char *name, const struct tdb_key_def *keys, uint32_t n_keys);
+
+/* A constraint to add (name NULL: generated, <display>_ibfk_<n>). Table names are
+   paths as elsewhere (./db/t); on_delete / on_update are enum_fk_option values. */
+struct tdb_fk_def {
+  const char *name;
+  const char *parent;
+  uint32_t n_cols;
+  const char *const *child_cols;
+  const char *const *parent_cols;
+  uint32_t on_delete;
+  uint32_t on_update;
+};
+/* Sets the constraints of the just created table child: those of inherit_from
+   (the table a copying ALTER TABLE rebuilds; NULL: none) not named in drop, plus
+   add. With checks (foreign_key_checks = 1) each needs a parent table; every one
+   needs an index starting with its columns on both sides and equal type
+   signatures: TDB_FK_MALFORMED otherwise, TDB_DUPLICATE for a name in use. */
+int tdb_fk_define(const char *child, const char *display, const char *inherit_from,
+                  const char *const *drop, uint32_t n_drop, const struct tdb_fk_def *add,
+                  uint32_t n_add, int checks);
+/* (tdb_table_rename and tdb_table_drop move / drop a table's constraint entries in
+   the catalog's own transaction.) */
+/* An in-place RENAME COLUMN of table name: the constraints on it and those
+   referencing it follow. */
+int tdb_fk_rename_column(const char *name, const char *from, const char *to);
+
+struct tdb_fk_part {
+  uint32_t length;
+  uint32_t flags; /* enum tdb_key_part_flags */
+};
+/* One constraint, resolved: child_index / parent_index are UINT32_MAX (and the
+   parts NULL) when that side's table or index is missing. */
+struct tdb_fk_info {
+  const char *name;
+  const char *child;
+  const char *parent;
+  uint32_t n_cols;
+  const char *const *child_cols;
+  const char *const *parent_cols;
+  uint32_t on_delete;
+  uint32_t on_update;
+  uint32_t child_index;
+  uint32_t parent_index;
+  const char *parent_key_name;
+  const struct tdb_fk_part *child_parts;
+  const struct tdb_fk_part *parent_parts;
+};
+typedef struct tdb_fk_list tdb_fk_list;
+/* The constraints declared on table name (as_parent = 0) or referencing it (1). */
+int tdb_fk_list_open(const char *name, int as_parent, tdb_fk_list **out);
+uint32_t tdb_fk_list_count(const tdb_fk_list *list);
+/* Valid until tdb_fk_list_free; NULL past the end. */
+const struct tdb_fk_info *tdb_fk_list_get(const tdb_fk_list *list, uint32_t i);
+void tdb_fk_list_free(tdb_fk_list *list);
+
+/* A check's probe: first, unless lock_mode is TDB_FK_NO_LOCK, locks lock_key as a
+   name in index lock_index of table lock_table (enum tdb_lock_mode; the key need not
+   exist); then TDB_OK if index `index` of table `table` holds an entry starting with
+   prefix in the latest committed state (own writes included), TDB_NOT_FOUND if not
+   (also when the table does not exist). */
+#define TDB_FK_NO_LOCK 0xFFFFFFFFu
+int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index,
+                 const uint8_t *lock_key, size_t lock_key_len, uint32_t lock_mode,
+                 const char *table, uint32_t index, const uint8_t *prefix, size_t prefix_len);
 
 /* ---- FULLTEXT (ffi/src/fulltext.rs: tokenizer, format, ranking) -------------- */
 

@@ -15,6 +15,7 @@
 //! | `autoinc/<table_id u64 BE>` | u64 LE: one past the largest AUTO_INCREMENT value a row was written with (as InnoDB persists it: values reserved but not used are not kept over a restart), written whenever it grows (a deferred put, `Db::put_deferred`: written by the next commit group without waiting, so it is durable no later than the commit of the row, which follows it in the WAL) |
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE, or by the automatic measurement as a deferred put (opaque to the engine: the shim's serialisation of rec_per_key) |
+//! | `keys/<name>`, `fk/<name>` | a table's keys and its FOREIGN KEY constraints (format in `foreign_keys.rs`) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
 //!
 //! The i-th secondary index of a table (in the server's key order) lives in column
@@ -527,6 +528,9 @@ pub enum IndexSource {
     Built(usize),
 }
 
+/// A catalog entry to write (None: delete) in a DDL statement's transaction.
+pub type CatalogWrite = (Vec<u8>, Option<Vec<u8>>);
+
 /// The catalog over one database.
 pub struct Catalog {
     cf: Cf,
@@ -574,6 +578,12 @@ impl Catalog {
         catalog.drop_temporary_tables(db)?;
         catalog.drop_orphans(db)?;
         Ok(catalog)
+    }
+
+    /// The catalog's column family (shared with the constraint catalog,
+    /// `foreign_keys.rs`).
+    pub fn cf(&self) -> &Cf {
+        &self.cf
     }
 
     /// CREATE TEMPORARY TABLE ... ENGINE=TidesDB names the table by a path in the
@@ -746,6 +756,12 @@ impl Catalog {
     }
 
     pub fn drop_table(&self, db: &Db, name: &str) -> FfiResult<()> {
+        self.drop_table_with(db, name, &[])
+    }
+
+    /// Drops a table, writing `extra` catalog entries (None = delete) in the same
+    /// transaction (the table's constraint entries, `foreign_keys.rs`).
+    pub fn drop_table_with(&self, db: &Db, name: &str, extra: &[CatalogWrite]) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         // A queued put of the counter (left by a failed INSERT) is written
@@ -756,12 +772,34 @@ impl Catalog {
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.delete(&self.cf, &extent_key(meta.table_id))?;
+        self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         self.forget(name);
         Self::drop_cfs(db, &meta)
     }
 
+    fn put_extra(&self, txn: &mut tidesdb_core::Txn, extra: &[CatalogWrite]) -> FfiResult<()> {
+        for (k, v) in extra {
+            match v {
+                Some(v) => txn.put(&self.cf, k, v)?,
+                None => txn.delete(&self.cf, k)?,
+            }
+        }
+        Ok(())
+    }
+
     pub fn rename(&self, db: &Db, from: &str, to: &str) -> FfiResult<()> {
+        self.rename_with(db, from, to, &[])
+    }
+
+    /// Renames a table, writing `extra` catalog entries in the same transaction.
+    pub fn rename_with(
+        &self,
+        db: &Db,
+        from: &str,
+        to: &str,
+        extra: &[CatalogWrite],
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let meta = self.lookup(db, from)?.ok_or_else(|| no_such_table(from))?;
         if self.lookup(db, to)?.is_some() {
@@ -776,6 +814,7 @@ impl Catalog {
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &table_key(from))?;
         txn.put(&self.cf, &table_key(to), &meta.encode())?;
+        self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         let mut open = self.open_tables.lock();
         if let Some(shared) = open.remove(normalize(from)) {

@@ -7,6 +7,7 @@ use parking_lot::RwLock;
 use tidesdb_core::{Db, DbOptions, SyncMode};
 
 use crate::catalog::Catalog;
+use crate::foreign_keys::ForeignKeys;
 use crate::raw;
 use crate::status::{guard, FfiError, FfiResult, Status};
 
@@ -14,6 +15,8 @@ use crate::status::{guard, FfiError, FfiResult, Status};
 pub struct Engine {
     pub db: Db,
     pub catalog: Catalog,
+    /// FOREIGN KEY constraints and the key definitions they resolve against.
+    pub fks: ForeignKeys,
 }
 
 static ENGINE: RwLock<Option<Arc<Engine>>> = RwLock::new(None);
@@ -75,7 +78,9 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
     };
     let db = Db::open(dir, options)?;
     let catalog = Catalog::open(&db)?;
-    *slot = Some(Arc::new(Engine { db, catalog }));
+    let fks = ForeignKeys::default();
+    fks.purge_orphans(&db, catalog.cf(), &catalog.list_tables(&db)?)?;
+    *slot = Some(Arc::new(Engine { db, catalog, fks }));
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! - [`trx`]: one transaction per connection, with a savepoint per statement so that a
 //!   failing statement undoes only itself;
 //! - [`table`]: per-handler table handles, atomic multi-index row changes, point reads;
+//! - [`foreign_keys`]: FOREIGN KEY constraints: their catalog and the checks' probes;
 //! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
 //! - [`stats`]: the engine's counters and the text of SHOW ENGINE TIDESDB STATUS;
 //! - [`fulltext`]: FULLTEXT indexes: tokenizer, postings, ranking, boolean queries;
@@ -20,6 +21,7 @@
 pub mod catalog;
 pub mod cursor;
 pub mod engine;
+pub mod foreign_keys;
 pub mod fulltext;
 pub mod index_build;
 pub mod spatial;

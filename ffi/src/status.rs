@@ -27,6 +27,8 @@ pub enum Status {
     Internal = 14,
     Aborted = 15,
     DiskFull = 16,
+    /// A FOREIGN KEY definition the engine cannot enforce (InnoDB's errno 150).
+    FkMalformed = 17,
 }
 
 /// An error on its way to the C side: a status and a message for `tdb_last_error`.

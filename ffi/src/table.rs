@@ -284,7 +284,10 @@ impl TableOptions {
 pub unsafe extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
     with_name(name, |name| {
         let e = engine()?;
-        e.catalog.drop_table(&e.db, name)
+        // The table's constraint entries go in the catalog's transaction.
+        e.fks.dropped(&e.db, e.catalog.cf(), name, |w| {
+            e.catalog.drop_table_with(&e.db, name, w)
+        })
     })
 }
 
@@ -296,7 +299,10 @@ pub unsafe extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char
         // SAFETY: NUL-terminated by contract.
         let to = unsafe { raw::str(to) }?;
         let e = engine()?;
-        e.catalog.rename(&e.db, from, to)
+        // The constraint entries follow in the catalog's transaction.
+        e.fks.rename(&e.db, e.catalog.cf(), from, to, |w| {
+            e.catalog.rename_with(&e.db, from, to, w)
+        })
     })
 }
 

@@ -1,0 +1,1444 @@
+//! FOREIGN KEY constraints: the constraint catalog, the key definitions the
+//! constraints are resolved against, and the probes the shim's checks run.
+//!
+//! The engine keeps what InnoDB keeps in its data dictionary (SYS_FOREIGN): which
+//! columns of a child table reference which columns of a parent table, under which
+//! name, with which ON DELETE / ON UPDATE rule. To find the index that serves a
+//! constraint on either side without the server's table definition, every table
+//! also records its keys: per key its engine index, name and parts (column name,
+//! a type signature for the compatibility check, and the encoding facts the shim's
+//! key codec needs to encode a value in that key's format).
+//!
+//! ## Format (entries of the catalog family `__catalog`; `str` = u32 LE length + UTF-8)
+//!
+//! | key | value |
+//! |---|---|
+//! | `keys/<table name>` | u8 version = 1, u32 LE n_keys, per key: u32 LE engine_index, u32 LE flags ([`KEY_PRIMARY`], [`KEY_UNIQUE`], [`KEY_UNUSABLE`]), str name, u32 LE n_parts, per part: str column, str type signature, u32 LE length (the key part's byte length), u32 LE flags ([`PART_NULLABLE`], [`PART_DESC`], [`PART_PREFIX`]) |
+//! | `fk/<child table name>` | u8 version = 1, u32 LE n, per constraint: str name, str parent table name, u32 LE n_cols, n_cols x str child column, n_cols x str parent column, u8 on_delete, u8 on_update (the server's `enum_fk_option`) |
+//!
+//! Table names are the server's paths without the leading `./` (`db/t1`), as in
+//! `table/<name>`. A constraint names its parent by name, so a parent may be
+//! dropped and created again (with foreign_key_checks = 0, as in InnoDB) and the
+//! constraint applies to the new table. RENAME TABLE moves a table's entries and,
+//! between two names that are not temporary (`#sql...`), points the constraints
+//! that reference it at the new name and renames generated constraint names
+//! (`<table>_ibfk_<n>`), as InnoDB does.
+//!
+//! ## Locking (the checks, see `tdb_fk_probe`)
+//! A child row's check takes a shared lock on the referenced value in the parent's
+//! index (the encoded key prefix used as a lock name in that index's family) and
+//! then looks for a parent entry in the latest committed state; a parent row whose
+//! referenced value goes away takes an exclusive lock on the same name before it
+//! looks for child entries. So a child insert and a parent delete of the same value
+//! serialise, and whichever comes second sees the first one's committed outcome:
+//! no orphan can be committed.
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CString};
+
+use parking_lot::Mutex;
+use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode};
+
+use crate::catalog::CatalogWrite;
+use crate::engine::engine;
+use crate::raw;
+use crate::status::{guard, FfiError, FfiResult, Status};
+use crate::trx::Trx;
+
+const KEYS_PREFIX: &[u8] = b"keys/";
+const FK_PREFIX: &[u8] = b"fk/";
+const FORMAT_V1: u8 = 1;
+
+pub const KEY_PRIMARY: u32 = 1;
+pub const KEY_UNIQUE: u32 = 2;
+/// FULLTEXT, SPATIAL and hash keys: never serve a constraint.
+pub const KEY_UNUSABLE: u32 = 4;
+pub const PART_NULLABLE: u32 = 1;
+pub const PART_DESC: u32 = 2;
+/// A prefix part (`KEY (a(10))`): never serves a constraint.
+pub const PART_PREFIX: u32 = 4;
+
+/// `enum_fk_option` values the engine gives a meaning to.
+const FK_OPTION_UNDEF: u8 = 0;
+const FK_OPTION_RESTRICT: u8 = 1;
+const FK_OPTION_SET_NULL: u8 = 4;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyPart {
+    pub column: String,
+    pub type_sig: String,
+    pub length: u32,
+    pub flags: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyDef {
+    pub engine_index: u32,
+    pub flags: u32,
+    pub name: String,
+    pub parts: Vec<KeyPart>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignKey {
+    pub name: String,
+    pub child: String,
+    pub parent: String,
+    pub child_cols: Vec<String>,
+    pub parent_cols: Vec<String>,
+    pub on_delete: u8,
+    pub on_update: u8,
+}
+
+/// Why a constraint cannot be created (the shim reports it as InnoDB's errno 150).
+fn malformed(msg: String) -> FfiError {
+    FfiError::new(Status::FkMalformed, msg)
+}
+
+fn corrupt(what: &str) -> FfiError {
+    FfiError::new(
+        Status::Corruption,
+        format!("catalog entry {what} is damaged"),
+    )
+}
+
+fn normalize(name: &str) -> &str {
+    name.strip_prefix("./").unwrap_or(name)
+}
+
+/// `db/#sql-alter-...`: the server's temporary names during ALTER TABLE.
+fn is_tmp_name(name: &str) -> bool {
+    name.rsplit('/').next().unwrap_or(name).starts_with("#sql")
+}
+
+fn base_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+fn db_of(name: &str) -> &str {
+    normalize(name)
+        .rsplit_once('/')
+        .map(|(d, _)| d)
+        .unwrap_or("")
+}
+
+// ---- encoding -------------------------------------------------------------------
+
+fn put_u32(v: &mut Vec<u8>, n: u32) {
+    v.extend_from_slice(&n.to_le_bytes());
+}
+
+fn put_str(v: &mut Vec<u8>, s: &str) {
+    put_u32(v, s.len() as u32);
+    v.extend_from_slice(s.as_bytes());
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+    what: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn u8(&mut self) -> FfiResult<u8> {
+        let v = *self.b.get(self.at).ok_or_else(|| corrupt(self.what))?;
+        self.at += 1;
+        Ok(v)
+    }
+    fn u32(&mut self) -> FfiResult<u32> {
+        let s = self
+            .b
+            .get(self.at..self.at + 4)
+            .ok_or_else(|| corrupt(self.what))?;
+        self.at += 4;
+        Ok(u32::from_le_bytes(
+            s.try_into().map_err(|_| corrupt(self.what))?,
+        ))
+    }
+    fn str(&mut self) -> FfiResult<String> {
+        let n = self.u32()? as usize;
+        let s = self
+            .b
+            .get(self.at..self.at + n)
+            .ok_or_else(|| corrupt(self.what))?;
+        self.at += n;
+        String::from_utf8(s.to_vec()).map_err(|_| corrupt(self.what))
+    }
+    /// A count of items each at least `min` bytes long (bounds the allocation).
+    fn count(&mut self, min: usize) -> FfiResult<usize> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min) > self.b.len() - self.at {
+            return Err(corrupt(self.what));
+        }
+        Ok(n)
+    }
+}
+
+fn encode_keys(keys: &[KeyDef]) -> Vec<u8> {
+    let mut v = vec![FORMAT_V1];
+    put_u32(&mut v, keys.len() as u32);
+    for k in keys {
+        put_u32(&mut v, k.engine_index);
+        put_u32(&mut v, k.flags);
+        put_str(&mut v, &k.name);
+        put_u32(&mut v, k.parts.len() as u32);
+        for p in &k.parts {
+            put_str(&mut v, &p.column);
+            put_str(&mut v, &p.type_sig);
+            put_u32(&mut v, p.length);
+            put_u32(&mut v, p.flags);
+        }
+    }
+    v
+}
+
+fn decode_keys(what: &str, b: &[u8]) -> FfiResult<Vec<KeyDef>> {
+    let mut r = Reader { b, at: 0, what };
+    if r.u8()? != FORMAT_V1 {
+        return Err(corrupt(what));
+    }
+    let n = r.count(16)?;
+    let mut keys = Vec::with_capacity(n);
+    for _ in 0..n {
+        let engine_index = r.u32()?;
+        let flags = r.u32()?;
+        let name = r.str()?;
+        let n_parts = r.count(16)?;
+        let mut parts = Vec::with_capacity(n_parts);
+        for _ in 0..n_parts {
+            parts.push(KeyPart {
+                column: r.str()?,
+                type_sig: r.str()?,
+                length: r.u32()?,
+                flags: r.u32()?,
+            });
+        }
+        keys.push(KeyDef {
+            engine_index,
+            flags,
+            name,
+            parts,
+        });
+    }
+    Ok(keys)
+}
+
+fn encode_fks(fks: &[ForeignKey]) -> Vec<u8> {
+    let mut v = vec![FORMAT_V1];
+    put_u32(&mut v, fks.len() as u32);
+    for f in fks {
+        put_str(&mut v, &f.name);
+        put_str(&mut v, &f.parent);
+        put_u32(&mut v, f.child_cols.len() as u32);
+        for c in f.child_cols.iter().chain(&f.parent_cols) {
+            put_str(&mut v, c);
+        }
+        v.push(f.on_delete);
+        v.push(f.on_update);
+    }
+    v
+}
+
+fn decode_fks(child: &str, b: &[u8]) -> FfiResult<Vec<ForeignKey>> {
+    let what = format!("fk/{child}");
+    let mut r = Reader {
+        b,
+        at: 0,
+        what: &what,
+    };
+    if r.u8()? != FORMAT_V1 {
+        return Err(corrupt(&what));
+    }
+    let n = r.count(14)?;
+    let mut fks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = r.str()?;
+        let parent = r.str()?;
+        let n_cols = r.count(8)?;
+        let child_cols = (0..n_cols).map(|_| r.str()).collect::<FfiResult<_>>()?;
+        let parent_cols = (0..n_cols).map(|_| r.str()).collect::<FfiResult<_>>()?;
+        fks.push(ForeignKey {
+            name,
+            child: child.to_string(),
+            parent,
+            child_cols,
+            parent_cols,
+            on_delete: r.u8()?,
+            on_update: r.u8()?,
+        });
+    }
+    Ok(fks)
+}
+
+fn catalog_key(prefix: &[u8], name: &str) -> Vec<u8> {
+    let mut k = prefix.to_vec();
+    k.extend_from_slice(normalize(name).as_bytes());
+    k
+}
+
+// ---- the catalog ------------------------------------------------------------------
+
+#[derive(Default)]
+struct Cache {
+    keys: HashMap<String, Vec<KeyDef>>,
+    /// By child table.
+    fks: HashMap<String, Vec<ForeignKey>>,
+}
+
+/// The constraint catalog (loaded from `__catalog` on first use, then kept in
+/// memory; every change is written through in one engine transaction).
+#[derive(Default)]
+pub struct ForeignKeys {
+    cache: Mutex<Option<Cache>>,
+}
+
+/// An index that serves one side of a constraint: its engine index and the
+/// encoding facts of the parts the constraint covers.
+#[derive(Clone, Debug)]
+pub struct Side {
+    pub engine_index: u32,
+    pub key_name: String,
+    pub parts: Vec<KeyPart>,
+}
+
+/// The first usable key of `keys` whose leading parts are `cols`, in order.
+fn find_index(keys: &[KeyDef], cols: &[String]) -> Option<Side> {
+    keys.iter()
+        .filter(|k| k.flags & KEY_UNUSABLE == 0 && k.parts.len() >= cols.len())
+        .find(|k| {
+            k.parts
+                .iter()
+                .zip(cols)
+                .all(|(p, c)| p.flags & PART_PREFIX == 0 && p.column.eq_ignore_ascii_case(c))
+        })
+        .map(|k| Side {
+            engine_index: k.engine_index,
+            key_name: k.name.clone(),
+            parts: k.parts[..cols.len()].to_vec(),
+        })
+}
+
+/// A new constraint as the shim passes it (`name` empty: generate one).
+pub struct NewForeignKey {
+    pub name: String,
+    pub parent: String,
+    pub child_cols: Vec<String>,
+    pub parent_cols: Vec<String>,
+    pub on_delete: u8,
+    pub on_update: u8,
+}
+
+impl ForeignKeys {
+    fn with<T>(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        f: impl FnOnce(&mut Cache) -> FfiResult<T>,
+    ) -> FfiResult<T> {
+        let mut guard = self.cache.lock();
+        if guard.is_none() {
+            *guard = Some(Self::load(db, cf)?);
+        }
+        match guard.as_mut() {
+            Some(c) => f(c),
+            None => Err(FfiError::new(
+                Status::Internal,
+                "constraint catalog not loaded",
+            )),
+        }
+    }
+
+    fn load(db: &Db, cf: &Cf) -> FfiResult<Cache> {
+        let mut cache = Cache::default();
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        for prefix in [KEYS_PREFIX, FK_PREFIX] {
+            let mut it = txn.iter(cf, IterOptions::default())?;
+            it.seek(prefix);
+            while it.valid() && it.key().starts_with(prefix) {
+                let name = String::from_utf8_lossy(&it.key()[prefix.len()..]).into_owned();
+                if prefix == KEYS_PREFIX {
+                    let keys = decode_keys(&format!("keys/{name}"), it.value())?;
+                    cache.keys.insert(name, keys);
+                } else {
+                    let fks = decode_fks(&name, it.value())?;
+                    cache.fks.insert(name, fks);
+                }
+                it.next();
+            }
+            it.status()?;
+        }
+        txn.rollback();
+        Ok(cache)
+    }
+
+    /// Writes the given entries (None = delete) in one transaction.
+    fn write(db: &Db, cf: &Cf, entries: &[CatalogWrite]) -> FfiResult<()> {
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        for (k, v) in entries {
+            match v {
+                Some(v) => txn.put(cf, k, v)?,
+                None => txn.delete(cf, k)?,
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Drops the entries of tables the catalog no longer has (a crash between a
+    /// DROP TABLE's catalog transaction and this catalog's), so a table created
+    /// later under that name starts without them. Run when the engine opens.
+    pub fn purge_orphans(&self, db: &Db, cf: &Cf, live: &[String]) -> FfiResult<()> {
+        let live: std::collections::HashSet<&str> = live.iter().map(|n| normalize(n)).collect();
+        self.with(db, cf, |c| {
+            let mut writes = Vec::new();
+            for name in c.keys.keys().filter(|n| !live.contains(n.as_str())) {
+                writes.push((catalog_key(KEYS_PREFIX, name), None));
+            }
+            for name in c.fks.keys().filter(|n| !live.contains(n.as_str())) {
+                writes.push((catalog_key(FK_PREFIX, name), None));
+            }
+            if writes.is_empty() {
+                return Ok(());
+            }
+            Self::write(db, cf, &writes)?;
+            c.keys.retain(|n, _| live.contains(n.as_str()));
+            c.fks.retain(|n, _| live.contains(n.as_str()));
+            Ok(())
+        })
+    }
+
+    /// Records a table's keys (skipped when unchanged).
+    pub fn set_keys(&self, db: &Db, cf: &Cf, name: &str, keys: Vec<KeyDef>) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            if c.keys.get(name) == Some(&keys) {
+                return Ok(());
+            }
+            Self::write(
+                db,
+                cf,
+                &[(catalog_key(KEYS_PREFIX, name), Some(encode_keys(&keys)))],
+            )?;
+            c.keys.insert(name.to_string(), keys);
+            Ok(())
+        })
+    }
+
+    /// Sets the constraints of table `child` (just created): those of
+    /// `inherit_from` (the table a copying ALTER TABLE rebuilds) except the ones
+    /// named in `drop`, plus `add`. Generated names are `<display>_ibfk_<n>`.
+    /// With `checks`, every constraint must find its indexes and a parent table.
+    #[allow(clippy::too_many_arguments)]
+    pub fn define(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        child: &str,
+        display: &str,
+        inherit_from: Option<&str>,
+        drop: &[String],
+        add: Vec<NewForeignKey>,
+        checks: bool,
+    ) -> FfiResult<()> {
+        let child = normalize(child);
+        let inherit_from = inherit_from.map(normalize);
+        self.with(db, cf, |c| {
+            let mut fks: Vec<ForeignKey> = inherit_from
+                .and_then(|from| c.fks.get(from))
+                .map(|v| {
+                    v.iter()
+                        .filter(|f| !drop.iter().any(|d| d.eq_ignore_ascii_case(&f.name)))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            for f in &mut fks {
+                f.child = child.to_string();
+            }
+            let inherited = fks.len();
+            let prefix = format!("{}_ibfk_", display.to_lowercase());
+            let mut next_no = fks
+                .iter()
+                .filter_map(|f| {
+                    f.name
+                        .to_lowercase()
+                        .strip_prefix(&prefix)?
+                        .parse::<u32>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0);
+            for n in add {
+                let name = if n.name.is_empty() {
+                    next_no += 1;
+                    format!("{display}_ibfk_{next_no}")
+                } else {
+                    n.name
+                };
+                let rule = |r: u8| {
+                    if r == FK_OPTION_UNDEF {
+                        FK_OPTION_RESTRICT
+                    } else {
+                        r
+                    }
+                };
+                fks.push(ForeignKey {
+                    name,
+                    child: child.to_string(),
+                    parent: normalize(&n.parent).to_string(),
+                    child_cols: n.child_cols,
+                    parent_cols: n.parent_cols,
+                    on_delete: rule(n.on_delete),
+                    on_update: rule(n.on_update),
+                });
+            }
+            // Names are unique within a database (InnoDB's dictionary key).
+            let my_db = db_of(child);
+            for (i, f) in fks.iter().enumerate() {
+                let dup_here = fks[..i]
+                    .iter()
+                    .any(|g| g.name.eq_ignore_ascii_case(&f.name));
+                let dup_elsewhere = c.fks.iter().any(|(owner, v)| {
+                    owner != child
+                        && Some(owner.as_str()) != inherit_from
+                        && db_of(owner) == my_db
+                        && v.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                });
+                if dup_here || dup_elsewhere {
+                    return Err(FfiError::new(
+                        Status::Duplicate,
+                        format!("a foreign key constraint named `{}` already exists", f.name),
+                    ));
+                }
+            }
+            for (i, f) in fks.iter().enumerate() {
+                if i < inherited && !checks {
+                    continue;
+                }
+                Self::validate(c, f, inherit_from, checks)?;
+            }
+            // A rebuilt parent must keep an index for the constraints referencing it.
+            if let (Some(from), true) = (inherit_from, checks) {
+                let new_keys = c.keys.get(child).map(Vec::as_slice).unwrap_or(&[]);
+                for f in c.fks.values().flatten().filter(|f| f.parent == from && f.child != from) {
+                    if find_index(new_keys, &f.parent_cols).is_none() {
+                        return Err(malformed(format!(
+                            "({}) constraint failed. There is no index in the referenced table where the referenced columns appear as the first columns.",
+                            f.child_cols.join(", ")
+                        )));
+                    }
+                }
+            }
+            if fks.is_empty() && !c.fks.contains_key(child) {
+                return Ok(());
+            }
+            let entry = if fks.is_empty() {
+                None
+            } else {
+                Some(encode_fks(&fks))
+            };
+            Self::write(db, cf, &[(catalog_key(FK_PREFIX, child), entry)])?;
+            if fks.is_empty() {
+                c.fks.remove(child);
+            } else {
+                c.fks.insert(child.to_string(), fks);
+            }
+            Ok(())
+        })
+    }
+
+    /// The keys a constraint's parent side resolves against: a self-reference
+    /// written against the name of the table an ALTER rebuilds uses the new
+    /// definition.
+    fn parent_keys<'c>(
+        c: &'c Cache,
+        f: &ForeignKey,
+        renamed_from: Option<&str>,
+    ) -> Option<&'c Vec<KeyDef>> {
+        if f.parent == f.child || Some(f.parent.as_str()) == renamed_from {
+            c.keys.get(&f.child)
+        } else {
+            c.keys.get(&f.parent)
+        }
+    }
+
+    /// Checks that `f` can be enforced. The messages are InnoDB's (the shim puts
+    /// "Create  table `db`.`t` with foreign key " before them).
+    fn validate(
+        c: &Cache,
+        f: &ForeignKey,
+        renamed_from: Option<&str>,
+        need_parent: bool,
+    ) -> FfiResult<()> {
+        let failed = |why: String| {
+            malformed(format!(
+                "({}) constraint failed. {why}",
+                f.child_cols.join(", ")
+            ))
+        };
+        let child_keys = c
+            .keys
+            .get(&f.child)
+            .ok_or_else(|| failed(format!("The keys of table {} are not recorded.", f.child)))?;
+        let child_side = find_index(child_keys, &f.child_cols).ok_or_else(|| {
+            failed("There is no index in the table which would contain the columns as the first columns.".into())
+        })?;
+        if f.on_delete == FK_OPTION_SET_NULL || f.on_update == FK_OPTION_SET_NULL {
+            if let Some(p) = child_side
+                .parts
+                .iter()
+                .find(|p| p.flags & PART_NULLABLE == 0)
+            {
+                return Err(failed(format!(
+                    "You have defined a SET NULL condition but column '{}' is defined as NOT NULL.",
+                    p.column
+                )));
+            }
+        }
+        let Some(parent_keys) = Self::parent_keys(c, f, renamed_from) else {
+            if need_parent {
+                let (db, table) = f.parent.rsplit_once('/').unwrap_or(("", &f.parent));
+                return Err(failed(format!(
+                    "Referenced table `{db}`.`{table}` not found in the data dictionary."
+                )));
+            }
+            return Ok(());
+        };
+        let parent_side = find_index(parent_keys, &f.parent_cols).ok_or_else(|| {
+            failed("There is no index in the referenced table where the referenced columns appear as the first columns.".into())
+        })?;
+        for (cp, pp) in child_side.parts.iter().zip(&parent_side.parts) {
+            if cp.type_sig != pp.type_sig {
+                return Err(failed(format!(
+                    "Field type or character set for column '{}' does not match referenced column '{}'.",
+                    cp.column, pp.column
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a table's entries to a new name (see the module's Format).
+    /// `commit` writes the entries, with the table's own catalog change in one
+    /// transaction (`Catalog::rename_with`); memory follows once it succeeded.
+    pub fn rename(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        from: &str,
+        to: &str,
+        commit: impl FnOnce(&[CatalogWrite]) -> FfiResult<()>,
+    ) -> FfiResult<()> {
+        let (from, to) = (normalize(from), normalize(to));
+        let follow = !is_tmp_name(from) && !is_tmp_name(to);
+        let result = self.with(db, cf, |c| {
+            let mut fks = c.fks.clone();
+            let mut touched: Vec<String> = Vec::new();
+            if let Some(mut own) = fks.remove(from) {
+                let old_prefix = format!("{}_ibfk_", base_name(from));
+                let new_prefix = format!("{}_ibfk_", base_name(to));
+                for f in &mut own {
+                    f.child = to.to_string();
+                    if follow {
+                        if let Some(rest) = f.name.strip_prefix(&old_prefix) {
+                            f.name = format!("{new_prefix}{rest}");
+                        }
+                    }
+                }
+                fks.insert(to.to_string(), own);
+                touched.push(from.to_string());
+                touched.push(to.to_string());
+            }
+            if follow {
+                for (child, v) in fks.iter_mut() {
+                    let mut changed = false;
+                    for f in v.iter_mut().filter(|f| f.parent == from) {
+                        f.parent = to.to_string();
+                        changed = true;
+                    }
+                    if changed {
+                        touched.push(child.clone());
+                    }
+                }
+            }
+            let mut writes: Vec<(Vec<u8>, Option<Vec<u8>>)> = touched
+                .iter()
+                .map(|n| (catalog_key(FK_PREFIX, n), fks.get(n).map(|v| encode_fks(v))))
+                .collect();
+            let keys = c.keys.get(from).cloned();
+            if let Some(k) = &keys {
+                writes.push((catalog_key(KEYS_PREFIX, from), None));
+                writes.push((catalog_key(KEYS_PREFIX, to), Some(encode_keys(k))));
+            }
+            commit(&writes)?;
+            c.fks = fks;
+            if let Some(k) = keys {
+                c.keys.remove(from);
+                c.keys.insert(to.to_string(), k);
+            }
+            Ok(())
+        });
+        result
+    }
+
+    /// RENAME COLUMN (in place) of table `name`: its constraints and the
+    /// constraints referencing it name the column by its new name.
+    pub fn rename_column(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        from: &str,
+        to: &str,
+    ) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            let mut fks = c.fks.clone();
+            let mut writes = Vec::new();
+            for (child, v) in fks.iter_mut() {
+                let mut changed = false;
+                for f in v.iter_mut() {
+                    if f.child == name {
+                        for col in f
+                            .child_cols
+                            .iter_mut()
+                            .filter(|col| col.eq_ignore_ascii_case(from))
+                        {
+                            *col = to.to_string();
+                            changed = true;
+                        }
+                    }
+                    if f.parent == name {
+                        for col in f
+                            .parent_cols
+                            .iter_mut()
+                            .filter(|col| col.eq_ignore_ascii_case(from))
+                        {
+                            *col = to.to_string();
+                            changed = true;
+                        }
+                    }
+                }
+                if changed {
+                    writes.push((catalog_key(FK_PREFIX, child), Some(encode_fks(v))));
+                }
+            }
+            if writes.is_empty() {
+                return Ok(());
+            }
+            Self::write(db, cf, &writes)?;
+            c.fks = fks;
+            Ok(())
+        })
+    }
+
+    /// Forgets a dropped table's keys and constraints (constraints that reference
+    /// it stay, as in InnoDB).
+    /// `commit` writes the entries with the table's own catalog change
+    /// (`Catalog::drop_table_with`).
+    pub fn dropped(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        commit: impl FnOnce(&[CatalogWrite]) -> FfiResult<()>,
+    ) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            let mut writes = Vec::new();
+            if c.keys.contains_key(name) {
+                writes.push((catalog_key(KEYS_PREFIX, name), None));
+            }
+            if c.fks.contains_key(name) {
+                writes.push((catalog_key(FK_PREFIX, name), None));
+            }
+            commit(&writes)?;
+            c.keys.remove(name);
+            c.fks.remove(name);
+            Ok(())
+        })
+    }
+
+    /// The constraints declared on `name` (child) or referencing it (parent).
+    pub fn list(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        as_parent: bool,
+    ) -> FfiResult<Vec<ForeignKey>> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            if !as_parent {
+                return Ok(c.fks.get(name).cloned().unwrap_or_default());
+            }
+            let mut out: Vec<ForeignKey> = c
+                .fks
+                .values()
+                .flatten()
+                .filter(|f| f.parent == name)
+                .cloned()
+                .collect();
+            out.sort_by(|a, b| (&a.child, &a.name).cmp(&(&b.child, &b.name)));
+            Ok(out)
+        })
+    }
+
+    /// The indexes serving both sides of `f` (None for a side whose table or
+    /// index is missing).
+    pub fn resolve(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        f: &ForeignKey,
+    ) -> FfiResult<(Option<Side>, Option<Side>)> {
+        self.with(db, cf, |c| {
+            let child = c
+                .keys
+                .get(&f.child)
+                .and_then(|k| find_index(k, &f.child_cols));
+            let parent = c
+                .keys
+                .get(&f.parent)
+                .and_then(|k| find_index(k, &f.parent_cols));
+            Ok((child, parent))
+        })
+    }
+}
+
+// ---- C ABI --------------------------------------------------------------------------
+
+/// `struct tdb_key_part_def` of the header.
+#[repr(C)]
+pub struct KeyPartDefC {
+    pub column: *const c_char,
+    pub type_sig: *const c_char,
+    pub length: u32,
+    pub flags: u32,
+}
+
+/// `struct tdb_key_def` of the header.
+#[repr(C)]
+pub struct KeyDefC {
+    pub engine_index: u32,
+    pub flags: u32,
+    pub name: *const c_char,
+    pub n_parts: u32,
+    pub parts: *const KeyPartDefC,
+}
+
+/// `struct tdb_fk_def` of the header.
+#[repr(C)]
+pub struct FkDefC {
+    pub name: *const c_char,
+    pub parent: *const c_char,
+    pub n_cols: u32,
+    pub child_cols: *const *const c_char,
+    pub parent_cols: *const *const c_char,
+    pub on_delete: u32,
+    pub on_update: u32,
+}
+
+/// # Safety
+/// `ptr` must be NULL with n == 0, or point to n readable T.
+unsafe fn slice<'a, T>(ptr: *const T, n: usize) -> FfiResult<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(FfiError::new(Status::Invalid, "NULL array with a length"));
+    }
+    // SAFETY: non-NULL with n elements by the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, n) })
+}
+
+/// # Safety
+/// `ptr` must point to n NUL-terminated strings.
+unsafe fn strings(ptr: *const *const c_char, n: usize) -> FfiResult<Vec<String>> {
+    // SAFETY: by contract.
+    let items = unsafe { slice(ptr, n) }?;
+    items
+        .iter()
+        // SAFETY: each a NUL-terminated string by contract.
+        .map(|&p| unsafe { raw::str(p) }.map(str::to_string))
+        .collect()
+}
+
+/// # Safety
+/// Arguments as the header says.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_set_keys(
+    name: *const c_char,
+    keys: *const KeyDefC,
+    n_keys: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let name = unsafe { raw::str(name) }?;
+        // SAFETY: by contract.
+        let keys_c = unsafe { slice(keys, n_keys as usize) }?;
+        let mut keys = Vec::with_capacity(keys_c.len());
+        for k in keys_c {
+            // SAFETY: by contract.
+            let parts_c = unsafe { slice(k.parts, k.n_parts as usize) }?;
+            let mut parts = Vec::with_capacity(parts_c.len());
+            for p in parts_c {
+                parts.push(KeyPart {
+                    // SAFETY: by contract.
+                    column: unsafe { raw::str(p.column) }?.to_string(),
+                    // SAFETY: by contract.
+                    type_sig: unsafe { raw::str(p.type_sig) }?.to_string(),
+                    length: p.length,
+                    flags: p.flags,
+                });
+            }
+            keys.push(KeyDef {
+                engine_index: k.engine_index,
+                flags: k.flags,
+                // SAFETY: by contract.
+                name: unsafe { raw::str(k.name) }?.to_string(),
+                parts,
+            });
+        }
+        let e = engine()?;
+        e.fks.set_keys(&e.db, e.catalog.cf(), name, keys)
+    })
+}
+
+/// # Safety
+/// Arguments as the header says.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_define(
+    child: *const c_char,
+    display: *const c_char,
+    inherit_from: *const c_char,
+    drop: *const *const c_char,
+    n_drop: u32,
+    add: *const FkDefC,
+    n_add: u32,
+    checks: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract (each pointer below likewise).
+        let child = unsafe { raw::str(child) }?;
+        // SAFETY: as above.
+        let display = unsafe { raw::str(display) }?;
+        let inherit_from = if inherit_from.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { raw::str(inherit_from) }?)
+        };
+        // SAFETY: as above.
+        let drop = unsafe { strings(drop, n_drop as usize) }?;
+        // SAFETY: as above.
+        let add_c = unsafe { slice(add, n_add as usize) }?;
+        let mut add = Vec::with_capacity(add_c.len());
+        for a in add_c {
+            add.push(NewForeignKey {
+                name: if a.name.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: as above.
+                    unsafe { raw::str(a.name) }?.to_string()
+                },
+                // SAFETY: as above.
+                parent: unsafe { raw::str(a.parent) }?.to_string(),
+                // SAFETY: as above.
+                child_cols: unsafe { strings(a.child_cols, a.n_cols as usize) }?,
+                // SAFETY: as above.
+                parent_cols: unsafe { strings(a.parent_cols, a.n_cols as usize) }?,
+                on_delete: u8::try_from(a.on_delete).unwrap_or(FK_OPTION_RESTRICT),
+                on_update: u8::try_from(a.on_update).unwrap_or(FK_OPTION_RESTRICT),
+            });
+        }
+        let e = engine()?;
+        e.fks.define(
+            &e.db,
+            e.catalog.cf(),
+            child,
+            display,
+            inherit_from,
+            &drop,
+            add,
+            checks != 0,
+        )
+    })
+}
+
+/// # Safety
+/// NUL-terminated names.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_rename_column(
+    name: *const c_char,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let (name, from, to) = unsafe { (raw::str(name)?, raw::str(from)?, raw::str(to)?) };
+        let e = engine()?;
+        e.fks.rename_column(&e.db, e.catalog.cf(), name, from, to)
+    })
+}
+
+/// `struct tdb_fk_part` of the header.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct FkPartC {
+    pub length: u32,
+    pub flags: u32,
+}
+
+/// `struct tdb_fk_info` of the header.
+#[repr(C)]
+pub struct FkInfoC {
+    pub name: *const c_char,
+    pub child: *const c_char,
+    pub parent: *const c_char,
+    pub n_cols: u32,
+    pub child_cols: *const *const c_char,
+    pub parent_cols: *const *const c_char,
+    pub on_delete: u32,
+    pub on_update: u32,
+    pub child_index: u32,
+    pub parent_index: u32,
+    pub parent_key_name: *const c_char,
+    pub child_parts: *const FkPartC,
+    pub parent_parts: *const FkPartC,
+}
+
+/// One constraint of a `tdb_fk_list`, with the strings its `FkInfoC` points at.
+struct ListItem {
+    strings: Vec<CString>,
+    child_cols: Vec<*const c_char>,
+    parent_cols: Vec<*const c_char>,
+    child_parts: Vec<FkPartC>,
+    parent_parts: Vec<FkPartC>,
+    info: FkInfoC,
+}
+
+/// `tdb_fk_list` of the header.
+pub struct FkList {
+    items: Vec<ListItem>,
+}
+
+fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', " ")).unwrap_or_default()
+}
+
+fn list_item(f: &ForeignKey, child: Option<Side>, parent: Option<Side>) -> ListItem {
+    let mut strings: Vec<CString> = vec![
+        cstring(&f.name),
+        cstring(&f.child),
+        cstring(&f.parent),
+        cstring(parent.as_ref().map(|s| s.key_name.as_str()).unwrap_or("")),
+    ];
+    strings.extend(
+        f.child_cols
+            .iter()
+            .chain(&f.parent_cols)
+            .map(|s| cstring(s)),
+    );
+    let n = f.child_cols.len();
+    let child_cols: Vec<*const c_char> = strings[4..4 + n].iter().map(|s| s.as_ptr()).collect();
+    let parent_cols: Vec<*const c_char> = strings[4 + n..4 + 2 * n]
+        .iter()
+        .map(|s| s.as_ptr())
+        .collect();
+    let parts = |s: &Option<Side>| -> Vec<FkPartC> {
+        s.as_ref()
+            .map(|s| {
+                s.parts
+                    .iter()
+                    .map(|p| FkPartC {
+                        length: p.length,
+                        flags: p.flags,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let child_parts = parts(&child);
+    let parent_parts = parts(&parent);
+    let info = FkInfoC {
+        name: strings[0].as_ptr(),
+        child: strings[1].as_ptr(),
+        parent: strings[2].as_ptr(),
+        n_cols: n as u32,
+        child_cols: child_cols.as_ptr(),
+        parent_cols: parent_cols.as_ptr(),
+        on_delete: u32::from(f.on_delete),
+        on_update: u32::from(f.on_update),
+        child_index: child.as_ref().map_or(u32::MAX, |s| s.engine_index),
+        parent_index: parent.as_ref().map_or(u32::MAX, |s| s.engine_index),
+        parent_key_name: strings[3].as_ptr(),
+        child_parts: if child_parts.is_empty() {
+            std::ptr::null()
+        } else {
+            child_parts.as_ptr()
+        },
+        parent_parts: if parent_parts.is_empty() {
+            std::ptr::null()
+        } else {
+            parent_parts.as_ptr()
+        },
+    };
+    // The vectors' heap buffers do not move when the item is moved.
+    ListItem {
+        strings,
+        child_cols,
+        parent_cols,
+        child_parts,
+        parent_parts,
+        info,
+    }
+}
+
+/// # Safety
+/// A NUL-terminated name and a writable out-pointer.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_list_open(
+    name: *const c_char,
+    as_parent: c_int,
+    out: *mut *mut FkList,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let name = unsafe { raw::str(name) }?;
+        let e = engine()?;
+        let fks = e.fks.list(&e.db, e.catalog.cf(), name, as_parent != 0)?;
+        let mut items = Vec::with_capacity(fks.len());
+        for f in &fks {
+            let (c, p) = e.fks.resolve(&e.db, e.catalog.cf(), f)?;
+            items.push(list_item(f, c, p));
+        }
+        let list = Box::into_raw(Box::new(FkList { items }));
+        // SAFETY: writable by contract.
+        unsafe { raw::write_out(out, list) }
+    })
+}
+
+/// # Safety
+/// A list from `tdb_fk_list_open`.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_list_count(list: *const FkList) -> u32 {
+    // SAFETY: NULL or a live list by contract.
+    unsafe { list.as_ref() }.map_or(0, |l| l.items.len() as u32)
+}
+
+/// # Safety
+/// A list from `tdb_fk_list_open`; the result lives as long as the list.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_list_get(list: *const FkList, i: u32) -> *const FkInfoC {
+    // SAFETY: NULL or a live list by contract.
+    match unsafe { list.as_ref() }.and_then(|l| l.items.get(i as usize)) {
+        Some(item) => {
+            // Keep the fields alive with the item (read to silence dead-code).
+            debug_assert!(item.strings.len() >= 4);
+            debug_assert!(item.child_cols.len() == item.parent_cols.len());
+            debug_assert!(item.child_parts.len() <= item.child_cols.len());
+            debug_assert!(item.parent_parts.len() <= item.parent_cols.len());
+            &item.info
+        }
+        None => std::ptr::null(),
+    }
+}
+
+/// # Safety
+/// NULL or a list from `tdb_fk_list_open`, not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_list_free(list: *mut FkList) {
+    if !list.is_null() {
+        // SAFETY: made by Box::into_raw in tdb_fk_list_open.
+        drop(unsafe { Box::from_raw(list) });
+    }
+}
+
+/// The lock mode argument of `tdb_fk_probe`: no lock.
+const PROBE_NO_LOCK: u32 = u32::MAX;
+
+/// # Safety
+/// Arguments as the header says.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tdb_fk_probe(
+    trx: *mut Trx,
+    lock_table: *const c_char,
+    lock_index: u32,
+    lock_key: *const u8,
+    lock_key_len: usize,
+    lock_mode: u32,
+    table: *const c_char,
+    index: u32,
+    prefix: *const u8,
+    prefix_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: live handle and buffers by contract (each below likewise).
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::str(table) }?;
+        // SAFETY: as above.
+        let prefix = unsafe { raw::bytes(prefix, prefix_len) }?;
+        let e = engine()?;
+        let timeout = trx.lock_wait_timeout;
+        if lock_mode != PROBE_NO_LOCK {
+            // SAFETY: as above.
+            let lock_table = unsafe { raw::str(lock_table) }?;
+            // SAFETY: as above.
+            let lock_key = unsafe { raw::bytes(lock_key, lock_key_len) }?;
+            let cf = e.catalog.open_table(&e.db, lock_table)?.cf(lock_index)?;
+            let mode = if lock_mode == 0 {
+                LockMode::Shared
+            } else {
+                LockMode::Exclusive
+            };
+            trx.txn()?.lock(&cf, lock_key, mode, timeout)?;
+        }
+        let shared = match e.catalog.open_table(&e.db, table) {
+            Ok(s) => s,
+            // A parent dropped with foreign_key_checks = 0 has no rows.
+            Err(err) if err.status == Status::NoSuchTable => {
+                return Err(FfiError::quiet(Status::NotFound))
+            }
+            Err(err) => return Err(err),
+        };
+        let cf = shared.cf(index)?;
+        let txn = trx.txn()?;
+        let mut it = txn.iter_latest(&cf, IterOptions::default())?;
+        it.seek(prefix);
+        it.status()?;
+        if it.valid() && it.key().starts_with(prefix) {
+            Ok(())
+        } else {
+            Err(FfiError::quiet(Status::NotFound))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(c: &str, sig: &str) -> KeyPart {
+        KeyPart {
+            column: c.into(),
+            type_sig: sig.into(),
+            length: 4,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        let keys = vec![KeyDef {
+            engine_index: 2,
+            flags: KEY_UNIQUE,
+            name: "k".into(),
+            parts: vec![part("a", "3:4:0:0"), part("b", "s:8")],
+        }];
+        assert_eq!(
+            decode_keys("t", &encode_keys(&keys)).expect("decodes"),
+            keys
+        );
+        assert!(decode_keys("t", &encode_keys(&keys)[..9]).is_err());
+        assert!(decode_keys("t", &[1, 255, 255, 255, 255]).is_err());
+    }
+
+    #[test]
+    fn fks_round_trip() {
+        let fks = vec![ForeignKey {
+            name: "c_ibfk_1".into(),
+            child: "db/c".into(),
+            parent: "db/p".into(),
+            child_cols: vec!["x".into(), "y".into()],
+            parent_cols: vec!["a".into(), "b".into()],
+            on_delete: 1,
+            on_update: 4,
+        }];
+        assert_eq!(decode_fks("db/c", &encode_fks(&fks)).expect("decodes"), fks);
+        let bytes = encode_fks(&fks);
+        assert!(decode_fks("db/c", &bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn index_lookup_wants_a_leading_prefix() {
+        let keys = vec![
+            KeyDef {
+                engine_index: 0,
+                flags: KEY_PRIMARY,
+                name: "PRIMARY".into(),
+                parts: vec![part("id", "i")],
+            },
+            KeyDef {
+                engine_index: 1,
+                flags: 0,
+                name: "ab".into(),
+                parts: vec![part("a", "i"), part("b", "i")],
+            },
+        ];
+        assert_eq!(
+            find_index(&keys, &["A".into()])
+                .expect("found")
+                .engine_index,
+            1
+        );
+        assert_eq!(
+            find_index(&keys, &["id".into()])
+                .expect("found")
+                .engine_index,
+            0
+        );
+        assert!(find_index(&keys, &["b".into()]).is_none());
+        assert!(find_index(&keys, &["a".into(), "b".into(), "c".into()]).is_none());
+    }
+
+    fn int_key(index: u32, name: &str, cols: &[&str], flags: u32) -> KeyDef {
+        KeyDef {
+            engine_index: index,
+            flags,
+            name: name.into(),
+            parts: cols
+                .iter()
+                .map(|c| KeyPart {
+                    column: (*c).into(),
+                    type_sig: "3:4:0:0".into(),
+                    length: 4,
+                    flags: PART_NULLABLE,
+                })
+                .collect(),
+        }
+    }
+
+    fn new_fk(name: &str, parent: &str, col: &str, pcol: &str) -> NewForeignKey {
+        NewForeignKey {
+            name: name.into(),
+            parent: parent.into(),
+            child_cols: vec![col.into()],
+            parent_cols: vec![pcol.into()],
+            on_delete: 0,
+            on_update: 0,
+        }
+    }
+
+    #[test]
+    fn catalog_follows_ddl_and_survives_reload() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), tidesdb_core::DbOptions::default()).expect("open");
+        let cf = db
+            .create_cf("__catalog", tidesdb_core::CfOptions::default())
+            .expect("cf");
+        let fks = ForeignKeys::default();
+        let parent = vec![int_key(0, "PRIMARY", &["id"], KEY_PRIMARY)];
+        let child = vec![
+            int_key(0, "PRIMARY", &["id"], KEY_PRIMARY),
+            int_key(1, "p", &["p"], 0),
+        ];
+        fks.set_keys(&db, &cf, "./d/p", parent).expect("keys");
+        fks.set_keys(&db, &cf, "./d/c", child.clone())
+            .expect("keys");
+        // A missing parent is refused with checks, accepted without.
+        let err = fks
+            .define(
+                &db,
+                &cf,
+                "./d/c",
+                "c",
+                None,
+                &[],
+                vec![new_fk("", "./d/x", "p", "id")],
+                true,
+            )
+            .expect_err("no parent");
+        assert_eq!(err.status, Status::FkMalformed);
+        // No index on the referenced column.
+        let err = fks
+            .define(
+                &db,
+                &cf,
+                "./d/c",
+                "c",
+                None,
+                &[],
+                vec![new_fk("", "./d/p", "p", "zz")],
+                true,
+            )
+            .expect_err("no index");
+        assert!(err.message.contains("no index in the referenced table"));
+        fks.define(
+            &db,
+            &cf,
+            "./d/c",
+            "c",
+            None,
+            &[],
+            vec![new_fk("", "./d/p", "p", "id")],
+            true,
+        )
+        .expect("define");
+        let listed = fks.list(&db, &cf, "d/p", true).expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].name, "c_ibfk_1");
+        let (c_side, p_side) = fks.resolve(&db, &cf, &listed[0]).expect("resolve");
+        assert_eq!(c_side.map(|s| s.engine_index), Some(1));
+        assert_eq!(p_side.map(|s| s.engine_index), Some(0));
+        // A copying ALTER: the rebuilt table inherits, adds one, then is renamed in.
+        fks.set_keys(&db, &cf, "./d/#sql-alter-1", child)
+            .expect("keys");
+        fks.define(
+            &db,
+            &cf,
+            "./d/#sql-alter-1",
+            "c",
+            Some("./d/c"),
+            &[],
+            vec![new_fk("", "./d/p", "p", "id")],
+            true,
+        )
+        .expect("inherit");
+        let write = |w: &[CatalogWrite]| ForeignKeys::write(&db, &cf, w);
+        fks.rename(&db, &cf, "./d/c", "./d/#sql-backup-1", write)
+            .expect("rename");
+        fks.rename(&db, &cf, "./d/#sql-alter-1", "./d/c", write)
+            .expect("rename");
+        fks.dropped(&db, &cf, "./d/#sql-backup-1", write)
+            .expect("drop");
+        let names: Vec<String> = fks
+            .list(&db, &cf, "d/c", false)
+            .expect("list")
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, ["c_ibfk_1", "c_ibfk_2"]);
+        // RENAME TABLE of the parent re-points the child; of the child renames
+        // the generated names.
+        fks.rename(&db, &cf, "./d/p", "./d/p2", write)
+            .expect("rename");
+        fks.rename(&db, &cf, "./d/c", "./d/c2", write)
+            .expect("rename");
+        let reloaded = ForeignKeys::default();
+        let f = reloaded.list(&db, &cf, "d/p2", true).expect("list");
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].child, "d/c2");
+        assert_eq!(f[0].name, "c2_ibfk_1");
+        // Entries of tables the catalog lost are purged.
+        reloaded
+            .purge_orphans(&db, &cf, &["d/p2".to_string()])
+            .expect("purge");
+        assert!(reloaded
+            .list(&db, &cf, "d/p2", true)
+            .expect("list")
+            .is_empty());
+        assert!(ForeignKeys::default()
+            .list(&db, &cf, "d/c2", false)
+            .expect("list")
+            .is_empty());
+    }
+
+    #[test]
+    fn temporary_names() {
+        assert!(is_tmp_name("db/#sql-alter-1-2"));
+        assert!(!is_tmp_name("db/t"));
+        assert_eq!(db_of("./db/t"), "db");
+    }
+}
