@@ -694,28 +694,23 @@ impl ForeignKeys {
         self.with(db, cf, |c| {
             let mut fks = c.fks.clone();
             let mut writes = Vec::new();
+            // Renames `from` among `cols`; true if it was there.
+            let rename = |cols: &mut Vec<String>| {
+                let mut any = false;
+                for col in cols.iter_mut().filter(|c| c.eq_ignore_ascii_case(from)) {
+                    *col = to.to_string();
+                    any = true;
+                }
+                any
+            };
             for (child, v) in fks.iter_mut() {
                 let mut changed = false;
                 for f in v.iter_mut() {
                     if f.child == name {
-                        for col in f
-                            .child_cols
-                            .iter_mut()
-                            .filter(|col| col.eq_ignore_ascii_case(from))
-                        {
-                            *col = to.to_string();
-                            changed = true;
-                        }
+                        changed |= rename(&mut f.child_cols);
                     }
                     if f.parent == name {
-                        for col in f
-                            .parent_cols
-                            .iter_mut()
-                            .filter(|col| col.eq_ignore_ascii_case(from))
-                        {
-                            *col = to.to_string();
-                            changed = true;
-                        }
+                        changed |= rename(&mut f.parent_cols);
                     }
                 }
                 if changed {
