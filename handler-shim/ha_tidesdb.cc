@@ -242,12 +242,6 @@ int ha_tidesdb::open(const char *name, int, uint) {
       if (!part_is_covered(&key.key_part[p])) m_key_fully_covered[k] = false;
   }
 
-  m_pk_has_uncovered_part = false;
-  if (!m_hidden_pk) {
-    const KEY &pk_key = table->key_info[table->s->primary_key];
-    for (uint p = 0; p < pk_key.user_defined_key_parts; p++)
-      if (!part_is_covered(&pk_key.key_part[p])) m_pk_has_uncovered_part = true;
-  }
   m_pk_len = m_hidden_pk ? HIDDEN_PK_LEN
                          : max_encoded_length(&table->key_info[table->s->primary_key],
                                               table->key_info[table->s->primary_key]
@@ -1080,7 +1074,8 @@ void ha_tidesdb::position(const uchar *record) {
   std::string pk;
   /* After an index-only read the record lacks the prefix parts of the primary key
      (index merge positions such rows): the key of the entry read is the row's. */
-  if (m_hidden_pk || (m_pk_has_uncovered_part && keyread_enabled()))
+  if (m_hidden_pk ||
+      (keyread_enabled() && !m_key_fully_covered[table->s->primary_key]))
     pk = m_last_pk;
   else
     encode_pk(record, &pk);

@@ -323,9 +323,6 @@ private:
   bool m_hidden_pk = false;
   /* SELECT ... SKIP LOCKED: locking reads skip rows another transaction holds. */
   bool m_skip_locked = false;
-  /* Some primary key part is a prefix (or a BLOB): an index-only read cannot put
-     the whole column in the record, so position() takes the key read instead. */
-  bool m_pk_has_uncovered_part = false;
   uint m_pk_len = 0;
   std::vector<uint> m_key_to_engine;
   /* Per key: every part is covered (part_is_covered), so an index-only read puts

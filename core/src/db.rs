@@ -2923,7 +2923,7 @@ pub(crate) fn build_table(
             f.mark_obsolete();
         }
     };
-    if let Some(a) = adopt.filter(|_| vo.threshold.is_some()) {
+    if let Some(a) = adopt.filter(|_| vo.threshold.is_some() && mem.has_wal_locs()) {
         for seg in segments_to_adopt(dir, mem, &vo, a) {
             match crate::vlog::adopt_wal_segment(dir, seg, alloc(), dio) {
                 Ok(f) => {

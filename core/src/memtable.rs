@@ -7,7 +7,7 @@ use crate::skiplist::{EntryRef, Probe, RawEntry, SkipList, ValueIn};
 use parking_lot::Mutex;
 use std::hash::Hasher;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct Memtable {
@@ -28,6 +28,9 @@ pub(crate) struct Memtable {
     point_index: OnceLock<PointIndex>,
     /// Bucket count a point index gets (0: never built, a write set).
     point_index_buckets: usize,
+    /// Some value came with its place in the WAL (`insert_shared` with a
+    /// location): only then does a flush look for WAL segments to adopt.
+    has_wal_locs: AtomicBool,
 }
 
 fn key_hash(user: &[u8]) -> u64 {
@@ -296,6 +299,7 @@ impl Memtable {
             filter: None,
             point_index: OnceLock::new(),
             point_index_buckets: 0,
+            has_wal_locs: AtomicBool::new(false),
         }
     }
 
@@ -351,7 +355,10 @@ impl Memtable {
         loc: Option<crate::wal::WalLoc>,
     ) {
         let v = match (crc, loc) {
-            (Some(c), Some(l)) => ValueIn::Logged(value, c, l),
+            (Some(c), Some(l)) => {
+                self.has_wal_locs.store(true, Ordering::Relaxed);
+                ValueIn::Logged(value, c, l)
+            }
             _ => ValueIn::Shared(value, crc),
         };
         self.insert_value(user, seq, kind, v);
@@ -424,6 +431,11 @@ impl Memtable {
             }
         }
         let _ = self.point_index.set(ix);
+    }
+
+    /// True if some value carries its WAL location (see `has_wal_locs`).
+    pub(crate) fn has_wal_locs(&self) -> bool {
+        self.has_wal_locs.load(Ordering::Relaxed)
     }
 
     pub(crate) fn size(&self) -> usize {

@@ -472,9 +472,10 @@ fn tight(v: SharedBytes) -> SharedBytes {
 }
 
 /// Makes the sealed WAL segment `segment` value log file `no`: a hard link
-/// `<no>.vlog` to it (see "WAL segments kept as value logs"), its data
-/// fsynced (already, when it was sealed: this only makes sure), opened.
-/// The caller fsyncs the directory before the manifest names the file.
+/// `<no>.vlog` to it (see "WAL segments kept as value logs"), opened. Its data
+/// is durable already: a segment is listed as sealed only after its fsync
+/// (`DbInner::new_segment`). The caller fsyncs the directory before the
+/// manifest names the file.
 pub(crate) fn adopt_wal_segment(
     dir: &Path,
     segment: u64,
@@ -489,10 +490,7 @@ pub(crate) fn adopt_wal_segment(
             e,
         )
     })?;
-    let opened = File::open(&to)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| Error::io(format!("fsync value log {}", to.display()), e))
-        .and_then(|()| VlogFile::open(dir, no, VlogFormat::WalSegment, dio));
+    let opened = VlogFile::open(dir, no, VlogFormat::WalSegment, dio);
     if opened.is_err() {
         let _ = std::fs::remove_file(&to);
     }

@@ -172,18 +172,24 @@ impl TableMeta {
     }
 }
 
+/// A table's AUTO_INCREMENT counter.
+#[derive(Default)]
+struct AutoInc {
+    /// Next value to hand out; 0 = not yet seeded (the shim seeds it).
+    next: u64,
+    /// The value in the catalog: one past the largest value a row was written
+    /// with (see [`TableShared::persist_autoinc`]).
+    saved: u64,
+}
+
 /// The live state of a table shared by every handler that has it open.
 pub struct TableShared {
     state: RwLock<TableState>,
     /// Next hidden row id for tables without a primary key; 0 = not yet seeded.
     next_rowid: AtomicU64,
     seed_lock: Mutex<()>,
-    /// Next AUTO_INCREMENT value; 0 = not yet seeded (the shim seeds it).
-    autoinc: Mutex<u64>,
-    /// The counter's value in the catalog: one past the largest value a row
-    /// was written with (see [`TableShared::persist_autoinc`]); guarded by
-    /// `autoinc`'s lock.
-    autoinc_saved: AtomicU64,
+    /// The AUTO_INCREMENT counter and its persisted value.
+    autoinc: Mutex<AutoInc>,
     /// The counter's put still waiting for a commit group (rewritten in place
     /// while it waits); guarded by `autoinc`'s lock.
     autoinc_pending: Mutex<Option<DeferredPut>>,
@@ -228,8 +234,7 @@ impl TableShared {
             }),
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
-            autoinc: Mutex::new(0),
-            autoinc_saved: AtomicU64::new(0),
+            autoinc: Mutex::new(AutoInc::default()),
             autoinc_pending: Mutex::new(None),
             stats_pending: Mutex::new(None),
             extents: Mutex::new(None),
@@ -283,7 +288,7 @@ impl TableShared {
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
     pub fn autoinc_peek(&self) -> u64 {
-        *self.autoinc.lock()
+        self.autoinc.lock().next
     }
 
     /// Seeds the counter unless already seeded: the largest of `next` (one past
@@ -291,7 +296,7 @@ impl TableShared {
     /// AUTO_INCREMENT option. Returns the counter.
     pub fn autoinc_seed(&self, next: u64) -> FfiResult<u64> {
         let mut c = self.autoinc.lock();
-        if *c == 0 {
+        if c.next == 0 {
             let (table_id, option) = {
                 let st = self.state.read();
                 (st.meta.table_id, st.meta.auto_increment)
@@ -307,10 +312,10 @@ impl TableShared {
                 None => 0,
             };
             txn.rollback();
-            self.autoinc_saved.store(persisted, Ordering::Relaxed);
-            *c = next.max(persisted).max(option).max(1);
+            c.saved = persisted;
+            c.next = next.max(persisted).max(option).max(1);
         }
-        Ok(*c)
+        Ok(c.next)
     }
 
     /// Saves the table's optimizer statistics: `durable` (ANALYZE TABLE) in a
@@ -438,17 +443,17 @@ impl TableShared {
     /// `max + 1`, one past the column's largest value, as InnoDB's does.
     pub fn autoinc_reserve(&self, n: u64, offset: u64, increment: u64, max: u64) -> FfiResult<u64> {
         let mut c = self.autoinc.lock();
-        if *c == 0 {
+        if c.next == 0 {
             // Seeding failed (its error was reported): never hand out a guess.
             return Err(FfiError::new(
                 Status::Invalid,
                 "the AUTO_INCREMENT counter is not loaded",
             ));
         }
-        let first = align_auto_increment(*c, offset, increment);
+        let first = align_auto_increment(c.next, offset, increment);
         let next = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
         // Persisted only when a row uses a value (`autoinc_observe`).
-        *c = next.min(max.saturating_add(1)).max(*c);
+        c.next = next.min(max.saturating_add(1)).max(c.next);
         Ok(first)
     }
 
@@ -457,16 +462,16 @@ impl TableShared {
     /// column's range are ignored).
     pub fn autoinc_observe(&self, value: u64, max: u64) -> FfiResult<()> {
         let mut c = self.autoinc.lock();
-        if *c == 0 || value > max {
+        if c.next == 0 || value > max {
             return Ok(());
         }
         let past = value.saturating_add(1);
         // Under the counter's lock, so these small commits never race.
-        if past > self.autoinc_saved.load(Ordering::Relaxed) {
+        if past > c.saved {
             self.persist_autoinc(past)?;
-            self.autoinc_saved.store(past, Ordering::Relaxed);
+            c.saved = past;
         }
-        *c = (*c).max(past);
+        c.next = c.next.max(past);
         Ok(())
     }
 
@@ -837,7 +842,7 @@ impl Catalog {
             st.cfs = cfs;
             st.blob_cf = blob_cf;
             shared.next_rowid.store(0, Ordering::Release);
-            *shared.autoinc.lock() = 0;
+            *shared.autoinc.lock() = AutoInc::default();
             *shared.extents.lock() = None;
         }
         db.write_deferred(); // as in drop_table
