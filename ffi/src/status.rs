@@ -75,7 +75,37 @@ impl From<CoreError> for FfiError {
             CoreError::InvalidArgument(_) | CoreError::TransactionDone => Status::Invalid,
             _ => Status::Internal,
         };
-        FfiError::new(status, e.to_string())
+        FfiError::new(status, client_text(&e))
+    }
+}
+
+/// The message of `e` as the server passes it on: a damaged file is named by its
+/// file name (all of the engine's files are in `<datadir>/#tidesdb/`), not by its
+/// path, so that the reason fits in the 192 bytes the server keeps of an engine's
+/// message wherever the data directory is.
+fn client_text(e: &CoreError) -> String {
+    let name = |file: &std::path::Path| {
+        file.file_name().map_or_else(
+            || file.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    match e {
+        CoreError::Corruption {
+            file,
+            offset,
+            detail,
+        } => format!("corruption in {} at offset {offset}: {detail}", name(file)),
+        CoreError::ChecksumMismatch {
+            file,
+            offset,
+            expected,
+            got,
+        } => format!(
+            "checksum mismatch in {} at offset {offset}: expected {expected:#010x}, got {got:#010x}",
+            name(file)
+        ),
+        e => e.to_string(),
     }
 }
 
