@@ -1317,6 +1317,7 @@ int ha_tidesdb::info(uint flag) {
       maybe_recalc_statistics(thd);
     apply_statistics();
   }
+  if (flag & HA_STATUS_TIME) report_times();
   if (flag & HA_STATUS_ERRKEY) {
     errkey = m_dup_key;
   }
@@ -1324,6 +1325,28 @@ int ha_tidesdb::info(uint flag) {
     stats.auto_increment_value = ensure_auto_increment_seeded();
   }
   return 0;
+}
+
+enum row_type ha_tidesdb::get_row_type() const {
+  switch (table_share ? table_share->row_type : ROW_TYPE_DEFAULT) {
+  case ROW_TYPE_REDUNDANT:
+  case ROW_TYPE_COMPACT:
+  case ROW_TYPE_COMPRESSED:
+    return table_share->row_type;
+  default:
+    return ROW_TYPE_DYNAMIC;
+  }
+}
+
+/* Create_time: when the table's .frm was written, as InnoDB reports it (ALTER
+   TABLE that copies or rebuilds renews it). Update_time: the last row change
+   since the server started. */
+void ha_tidesdb::report_times() {
+  char path[FN_REFLEN];
+  MY_STAT st;
+  fn_format(path, table_share->normalized_path.str, "", reg_ext, MY_UNPACK_FILENAME);
+  if (my_stat(path, &st, MYF(0))) stats.create_time = (ulong)st.st_ctime;
+  if (m_share) stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
 }
 
 /* The optimizer gets half the measured rows per value (at least 1), as InnoDB

@@ -66,6 +66,9 @@ public:
   /* Bumped whenever rec_per_key changes, so each handler's TABLE (the server
      keeps several per table) takes the new values at its next statement. */
   std::atomic<uint64_t> stats_version{0};
+  /* When a row of the table last changed (SHOW TABLE STATUS Update_time): in
+     memory only, NULL after a restart until the next change, as InnoDB's. */
+  std::atomic<time_t> update_time{0};
   /* The engine dropped the saved statistics (TRUNCATE, in-place ALTER): none
      until measured again at the next use (tidesdb_stats_auto_recalc). */
   void forget_statistics() {
@@ -94,6 +97,9 @@ public:
                : "BTREE";
   }
   ulonglong table_flags() const override;
+  /* SHOW TABLE STATUS's Row_format. One format is stored whatever ROW_FORMAT says;
+     it is named as InnoDB names its own: the ROW_FORMAT asked for, else Dynamic. */
+  enum row_type get_row_type() const override;
   ulong index_flags(uint idx, uint part, bool all_parts) const override;
   uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
   uint max_supported_keys() const override { return MAX_INDEXES; }
@@ -227,7 +233,12 @@ private:
   /* Copies the share's rec_per_key into this handler's TABLE. */
   void apply_statistics();
   uint64_t m_stats_version = UINT64_MAX;
-  void note_row_change() { m_share->rows_changed.fetch_add(1, std::memory_order_relaxed); }
+  void note_row_change() {
+    m_share->rows_changed.fetch_add(1, std::memory_order_relaxed);
+    m_share->update_time.store(time(nullptr), std::memory_order_relaxed);
+  }
+  /* SHOW TABLE STATUS's Create_time and Update_time, as InnoDB gives them. */
+  void report_times();
   tdb_trx *trx();
   bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }
   /* The engine index (0 = rows) holding MariaDB key keynr. */
