@@ -244,7 +244,7 @@ int tidesdb::fk_refuse_unsupported(THD *thd) {
   return 0;
 }
 
-int tidesdb::fk_define(THD *thd, const char *name) {
+int tidesdb::fk_define(THD *thd, const char *name, bool in_place) {
   LEX *lex = thd->lex;
   bool declares = false;
   for (const Key &key : lex->alter_info.key_list) declares |= key.type == Key::FOREIGN_KEY;
@@ -279,6 +279,8 @@ int tidesdb::fk_define(THD *thd, const char *name) {
     inherit_from = from_path;
     display = first->table_name.str;
     db = first->db.str;
+  } else if (in_place) {
+    inherit_from = name;
   }
   std::deque<std::string> strings;
   std::vector<std::vector<const char *>> cols;
@@ -330,6 +332,14 @@ int tidesdb::fk_define(THD *thd, const char *name) {
       }
     }
   }
+  if (st == TDB_FK_MALFORMED && in_place && add.size() == 1 &&
+      strstr(tdb_last_error(), "no index in the referenced table")) {
+    /* InnoDB's in-place ADD FOREIGN KEY names the constraint and the parent. */
+    std::string pdb, ptbl;
+    split_path(add[0].parent, &pdb, &ptbl);
+    my_error(ER_FK_NO_INDEX_PARENT, MYF(0), add[0].name ? add[0].name : "", ptbl.c_str());
+    return HA_ERR_CANNOT_ADD_FOREIGN;
+  }
   if (st == TDB_FK_MALFORMED) {
     push_warning_printf(thd, Sql_condition::WARN_LEVEL_WARN, HA_ERR_CANNOT_ADD_FOREIGN,
                         "Create  table `%s`.`%s` with foreign key %s", db.c_str(),
@@ -340,7 +350,15 @@ int tidesdb::fk_define(THD *thd, const char *name) {
     const char *msg = tdb_last_error();
     const char *q = strchr(msg, '`');
     std::string dup = q ? std::string(q + 1, strcspn(q + 1, "`")) : std::string(msg);
-    my_error(ER_FK_DUP_NAME, MYF(0), dup.c_str());
+    /* As InnoDB: a CREATE or copying ALTER fails with errno 121; an in-place
+       ALTER names the constraint with its database ("db/name"), as a duplicate
+       when the table has it already. */
+    if (!in_place) return HA_ERR_FOUND_DUPP_KEY;
+    std::string id = db + "/" + dup;
+    if (strstr(msg, "on this table"))
+      my_error(ER_DUP_CONSTRAINT_NAME, MYF(0), "FOREIGN KEY", id.c_str());
+    else
+      my_error(ER_FK_FAIL_ADD_SYSTEM, MYF(0), id.c_str());
     return HA_ERR_CANNOT_ADD_FOREIGN;
   }
   if (st) sql_print_error("TidesDB: %s (table %s)", tdb_last_error(), name);

@@ -22,9 +22,10 @@ int fk_register_keys(const char *name, TABLE *form);
 int fk_refuse_unsupported(THD *thd);
 
 /* After table `name` was created: records its constraints (a copying ALTER keeps
-   the rebuilt table's, minus DROP FOREIGN KEY, plus ADD). Returns a HA_ERR_* code
-   with the warning InnoDB gives, or 0. */
-int fk_define(THD *thd, const char *name);
+   the rebuilt table's, minus DROP FOREIGN KEY, plus ADD). in_place: an in-place
+   ALTER of `name` itself, which keeps its own constraints likewise. Returns a
+   HA_ERR_* code with the warning InnoDB gives, or 0. */
+int fk_define(THD *thd, const char *name, bool in_place = false);
 
 /* DROP TABLE `name`: HA_ERR_ROW_IS_REFERENCED if another table's constraint
    references it and foreign_key_checks is on (as InnoDB; DROP DATABASE may drop a

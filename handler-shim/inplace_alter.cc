@@ -56,6 +56,11 @@ static const alter_table_operations ADD_INDEX =
    constraint, ALTER_ADD_CHECK_CONSTRAINT, is checked on every row by a copy.) */
 static const alter_table_operations ADD_COLUMN_LAST = ALTER_ADD_STORED_BASE_COLUMN;
 
+/* FOREIGN KEY constraints are catalog entries: dropping one, or adding one without
+   checking the rows (foreign_key_checks=0, which InnoDB requires for an in-place
+   ADD too), changes no stored byte. */
+static const alter_table_operations FOREIGN_KEYS = ALTER_DROP_FOREIGN_KEY | ALTER_ADD_FOREIGN_KEY;
+
 /* State of one in-place ALTER, kept in ha_alter_info->handler_ctx (the server
    deletes it; an uncommitted build drops its column families then). */
 class Tidesdb_alter_ctx : public inplace_alter_handler_ctx {
@@ -150,11 +155,28 @@ static bool engine_options_differ(const TABLE_SHARE *from, const TABLE_SHARE *to
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
-  if (flags & ~(METADATA_ONLY | ADD_INDEX | ADD_COLUMN_LAST | ALTER_CHANGE_CREATE_OPTION)) {
+  if (flags &
+      ~(METADATA_ONLY | ADD_INDEX | ADD_COLUMN_LAST | ALTER_CHANGE_CREATE_OPTION | FOREIGN_KEYS)) {
     ha_alter_info->unsupported_reason =
         "TidesDB changes in place only indexes (not primary keys), metadata and columns "
         "added last";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
+  }
+  if (flags & ALTER_ADD_FOREIGN_KEY) {
+    /* With checks on, the rows must be checked: a copy does that (as InnoDB's). */
+    if (!thd_test_options(ha_thd(), OPTION_NO_FOREIGN_KEY_CHECKS)) {
+      ha_alter_info->unsupported_reason =
+          my_get_err_msg(ER_ALTER_OPERATION_NOT_SUPPORTED_REASON_FK_CHECK);
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
+    /* The new constraint is validated against the recorded keys and columns at
+       commit, before anything else is: so nothing else may change them. (The
+       server flags ALTER_INDEX_ORDER with any new constraint.) */
+    if (flags & ~(FOREIGN_KEYS | ALTER_INDEX_ORDER)) {
+      ha_alter_info->unsupported_reason =
+          "TidesDB adds a FOREIGN KEY in place only in an ALTER TABLE that does nothing else";
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
   }
   /* Constraints find indexes by their columns: a table in a constraint drops
      indexes (or changes column types) by copying, where the server and the engine
@@ -234,6 +256,8 @@ static uint old_key_of(TABLE *table, Alter_inplace_info *info, const KEY *new_ke
 
 bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
                                              Alter_inplace_info *ha_alter_info) {
+  if ((ha_alter_info->handler_flags & ALTER_ADD_FOREIGN_KEY) && fk_refuse_unsupported(ha_thd()))
+    return true;
   auto *ctx = new Tidesdb_alter_ctx(); /* Sql_alloc: on the statement's memory root */
   if (!ctx) {
     my_error(ER_OUT_OF_RESOURCES, MYF(0));
@@ -348,6 +372,15 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
     return false;
   }
   close_cursor();
+  /* First, as it is the step that may refuse (a new constraint without a parent
+     index, a duplicate name): nothing is changed then. */
+  if (ha_alter_info->handler_flags & FOREIGN_KEYS) {
+    THD *thd = ha_thd();
+    if (int err = fk_define(thd, m_name.c_str(), true)) {
+      if (!thd->is_error()) print_error(err, MYF(0));
+      return true;
+    }
+  }
   int st = tdb_index_build_commit(ctx->build, m_name.c_str(), ctx->layout.data(),
                                   ctx->layout.size());
   if (st) {

@@ -504,9 +504,13 @@ impl ForeignKeys {
                         && v.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))
                 });
                 if dup_here || dup_elsewhere {
+                    let place = if dup_here { "this table" } else { "another table" };
                     return Err(FfiError::new(
                         Status::Duplicate,
-                        format!("a foreign key constraint named `{}` already exists", f.name),
+                        format!(
+                            "a foreign key constraint named `{}` already exists on {place}",
+                            f.name
+                        ),
                     ));
                 }
             }
@@ -764,7 +768,11 @@ impl ForeignKeys {
         let name = normalize(name);
         self.with(db, cf, |c| {
             if !as_parent {
-                return Ok(c.fks.get(name).cloned().unwrap_or_default());
+                // In name order, as InnoDB keeps a table's constraints: SHOW
+                // CREATE TABLE lists them, and the checks run, in that order.
+                let mut own = c.fks.get(name).cloned().unwrap_or_default();
+                own.sort_by(|a, b| a.name.cmp(&b.name));
+                return Ok(own);
             }
             let mut out: Vec<ForeignKey> = c
                 .fks
