@@ -99,7 +99,21 @@ ulonglong ha_tidesdb::table_flags() const {
          HA_CAN_SKIP_LOCKED |
          /* unique keys checked in creation order, not the server's (after an in-place
             ADD UNIQUE): REPLACE must not take the first duplicate for the last key */
-         (m_tbl && tdb_table_dup_keys_not_in_order(m_tbl) ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
+         (unique_keys_reordered() ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
+}
+
+/* The engine indexes of the unique keys the engine checks (not the server's
+   long-hash ones), in the server's key order, reordered in the engine? */
+bool ha_tidesdb::unique_keys_reordered() const {
+  if (!m_tbl || !table_share) return false;
+  std::vector<uint32_t> unique;
+  for (uint k = 0; k < table_share->keys; k++) {
+    const KEY &key = table_share->key_info[k];
+    if ((key.flags & HA_NOSAME) && key.algorithm != HA_KEY_ALG_LONG_HASH &&
+        k < m_key_to_engine.size())
+      unique.push_back(m_key_to_engine[k]);
+  }
+  return tdb_table_dup_keys_not_in_order(m_tbl, unique.data(), (uint32_t)unique.size());
 }
 
 bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {

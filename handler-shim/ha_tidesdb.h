@@ -97,6 +97,7 @@ public:
                : "BTREE";
   }
   ulonglong table_flags() const override;
+  bool unique_keys_reordered() const;
   /* SHOW TABLE STATUS's Row_format. One format is stored whatever ROW_FORMAT says;
      it is named as InnoDB names its own: the ROW_FORMAT asked for, else Dynamic. */
   enum row_type get_row_type() const override;

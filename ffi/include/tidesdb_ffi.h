@@ -156,10 +156,11 @@ typedef struct tdb_table tdb_table;
 int tdb_table_open(const char *name, tdb_table **out);
 void tdb_table_close(tdb_table *table);
 uint32_t tdb_table_index_count(const tdb_table *table);
-/* 1 if unique keys are checked in an order other than the server's key order (the
-   order the indexes were created in, after an in-place ADD INDEX: as InnoDB), so a
-   row's duplicates are not reported in ascending key order; 0 otherwise. */
-int tdb_table_dup_keys_not_in_order(const tdb_table *table);
+/* 1 if the unique indexes `unique` (n engine index numbers, in the server's key
+   order) are checked in another order (the order the indexes were created in,
+   after an in-place ADD UNIQUE: as InnoDB), so a row's duplicates are not reported
+   in ascending key order; 0 otherwise. */
+int tdb_table_dup_keys_not_in_order(const tdb_table *table, const uint32_t *unique, uint32_t n);
 /* Next hidden row id for a table without a primary key (unique, increasing). */
 uint64_t tdb_table_next_rowid(tdb_table *table);
 

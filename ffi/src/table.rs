@@ -366,12 +366,33 @@ pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
 }
 
 /// # Safety
-/// `table` must be NULL or a live handle.
+/// `table` must be NULL or a live handle, `unique` NULL or `n` readable u32s.
 #[no_mangle]
-pub unsafe extern "C" fn tdb_table_dup_keys_not_in_order(table: *const Table) -> c_int {
-    // SAFETY: NULL or a live handle by contract.
-    let reordered = unsafe { table.as_ref() }.is_some_and(|t| t.shared.creation_ranks().is_some());
-    c_int::from(reordered)
+pub unsafe extern "C" fn tdb_table_dup_keys_not_in_order(
+    table: *const Table,
+    unique: *const u32,
+    n: u32,
+) -> c_int {
+    guard_value(0, || {
+        // SAFETY: NULL or a live handle by contract.
+        let Some(ranks) = unsafe { table.as_ref() }.and_then(|t| t.shared.creation_ranks()) else {
+            return Ok(0);
+        };
+        if unique.is_null() || n < 2 {
+            return Ok(0);
+        }
+        // SAFETY: n readable u32s by contract.
+        let unique = unsafe { std::slice::from_raw_parts(unique, n as usize) };
+        // Only the unique keys' relative order matters (non-unique ones report no
+        // duplicates): a table whose one unique key was added last is in order.
+        let rank = |index: u32| match index {
+            0 => 0,
+            i => ranks.get(i as usize - 1).copied().unwrap_or(u32::MAX),
+        };
+        Ok(c_int::from(
+            !unique.windows(2).all(|w| rank(w[0]) < rank(w[1])),
+        ))
+    })
 }
 
 /// # Safety
