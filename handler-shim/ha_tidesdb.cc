@@ -568,6 +568,11 @@ int ha_tidesdb::write_row(const uchar *buf) {
     observe_auto_increment(buf);
     count_event(ROWS_INSERTED);
     note_row_change();
+  } else if (err == HA_ERR_FOUND_DUPP_KEY && (m_hidden_pk || m_dup_key != table->s->primary_key)) {
+    /* As InnoDB, whose clustered index took the row before a secondary unique key
+       refused it: its persisted counter covers the value (a restart starts past
+       it), the counter in memory does not move. */
+    observe_auto_increment(buf, true);
   }
   return err;
 }
@@ -787,7 +792,7 @@ int ha_tidesdb::encode_row_change(const std::string *old_pk, const std::string &
 
 /* ------------------------------------------------------------- AUTO_INCREMENT */
 
-void ha_tidesdb::observe_auto_increment(const uchar *rec) {
+void ha_tidesdb::observe_auto_increment(const uchar *rec, bool persist_only) {
   Field *f = table->found_next_number_field;
   if (!f) return;
   my_ptrdiff_t diff = rec - table->record[0];
@@ -798,7 +803,10 @@ void ha_tidesdb::observe_auto_increment(const uchar *rec) {
   f->move_field_offset(-diff);
   if (is_null || (!is_unsigned && v <= 0)) return;
   ensure_auto_increment_seeded();
-  tdb_table_autoinc_observe(m_tbl, (uint64_t)v, f->get_max_int_value());
+  if (persist_only)
+    tdb_table_autoinc_persist(m_tbl, (uint64_t)v, f->get_max_int_value());
+  else
+    tdb_table_autoinc_observe(m_tbl, (uint64_t)v, f->get_max_int_value());
 }
 
 ulonglong ha_tidesdb::ensure_auto_increment_seeded() {

@@ -316,7 +316,8 @@ private:
   void forget_external_state() { m_external[0].valid = m_external[1].valid = false; }
   /* The number of committed rows, counted by a scan (fallback if it fails). */
   ha_rows count_rows_committed(uint64_t fallback);
-  void observe_auto_increment(const uchar *rec);
+  /* persist_only: a failed insert InnoDB's persisted counter would cover. */
+  void observe_auto_increment(const uchar *rec, bool persist_only = false);
   ulonglong ensure_auto_increment_seeded();
 
   THR_LOCK_DATA m_lock;

@@ -178,6 +178,9 @@ uint64_t tdb_table_autoinc_reserve(tdb_table *table, uint64_t n, uint64_t offset
                                    uint64_t increment, uint64_t max);
 /* Records that value is stored (explicit values move the counter past them). */
 void tdb_table_autoinc_observe(tdb_table *table, uint64_t value, uint64_t max);
+/* Only the persisted counter moves past value (what a restart starts from): an
+   insert refused by a secondary unique key after InnoDB's clustered index took it. */
+void tdb_table_autoinc_persist(tdb_table *table, uint64_t value, uint64_t max);
 
 /* Bytes count table files, value-log files and memtables; free_bytes is the
    dead part of the value-log files (reclaimed by GC or OPTIMIZE TABLE). */

@@ -461,6 +461,17 @@ impl TableShared {
     /// moves past it and the persisted counter covers it (values beyond the
     /// column's range are ignored).
     pub fn autoinc_observe(&self, value: u64, max: u64) -> FfiResult<()> {
+        self.autoinc_past(value, max, true)
+    }
+
+    /// Only the persisted counter moves past `value`: a restart starts there, the
+    /// counter in memory stays (InnoDB's, for an insert its clustered index took
+    /// before a secondary unique key refused it).
+    pub fn autoinc_persist_past(&self, value: u64, max: u64) -> FfiResult<()> {
+        self.autoinc_past(value, max, false)
+    }
+
+    fn autoinc_past(&self, value: u64, max: u64, in_memory: bool) -> FfiResult<()> {
         let mut c = self.autoinc.lock();
         if c.next == 0 || value > max {
             return Ok(());
@@ -471,7 +482,9 @@ impl TableShared {
             self.persist_autoinc(past)?;
             c.saved = past;
         }
-        c.next = c.next.max(past);
+        if in_memory {
+            c.next = c.next.max(past);
+        }
         Ok(())
     }
 

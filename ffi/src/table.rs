@@ -454,6 +454,13 @@ pub unsafe extern "C" fn tdb_table_autoinc_observe(table: *mut Table, value: u64
 }
 
 /// # Safety
+/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_autoinc_persist(table: *mut Table, value: u64, max: u64) {
+    with_table(table, (), |t| t.shared.autoinc_persist_past(value, max))
+}
+
+/// # Safety
 /// `table` must be a live handle and `blob` point to `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_stats_save(
