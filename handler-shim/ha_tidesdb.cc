@@ -1372,7 +1372,10 @@ void ha_tidesdb::report_times() {
   MY_STAT st;
   fn_format(path, table_share->normalized_path.str, "", reg_ext, MY_UNPACK_FILENAME);
   if (my_stat(path, &st, MYF(0))) stats.create_time = (ulong)st.st_ctime;
-  if (m_share) stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
+  /* None for a sequence, as InnoDB shows none (its sequence row writes, outside
+     any transaction, do not mark the table changed). */
+  if (m_share && !is_sequence())
+    stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
 }
 
 /* The optimizer gets half the measured rows per value (at least 1), as InnoDB
