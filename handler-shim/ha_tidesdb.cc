@@ -75,7 +75,7 @@ bool ha_tidesdb::get_error_message(int error, String *buf) {
   return false;
 }
 
-tdb_trx *ha_tidesdb::trx() { return get_trx(ha_thd(), true); }
+tdb_trx *ha_tidesdb::trx() { return is_sequence() ? sequence_trx() : get_trx(ha_thd(), true); }
 
 /* ---------------------------------------------------------------- capabilities */
 
@@ -97,6 +97,9 @@ ulonglong ha_tidesdb::table_flags() const {
          HA_CAN_GEOMETRY | HA_CAN_RTREEKEYS |
          /* SELECT ... SKIP LOCKED (locked_read skips rows others hold) */
          HA_CAN_SKIP_LOCKED |
+         /* CREATE SEQUENCE (the only use of the flag in the server): a sequence's
+            row is written outside the connection's transaction (sequence.cc) */
+         HA_CAN_TABLES_WITHOUT_ROLLBACK |
          /* unique keys checked in creation order, not the server's (after an in-place
             ADD UNIQUE): REPLACE must not take the first duplicate for the last key */
          (unique_keys_reordered() ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
@@ -302,7 +305,7 @@ int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   /* SERIALIZABLE: plain reads inside a transaction lock what they read in shared
      mode, as InnoDB does. */
   if (m_lock_rows == ROW_LOCK_NONE && thd_tx_isolation(thd) == ISO_SERIALIZABLE &&
-      thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN))
+      thd_test_options(thd, OPTION_NOT_AUTOCOMMIT | OPTION_BEGIN) && !is_sequence())
     m_lock_rows = ROW_LOCK_SHARED;
   return 0;
 }
@@ -367,6 +370,11 @@ THR_LOCK_DATA **ha_tidesdb::store_lock(THD *thd, THR_LOCK_DATA **to,
              lock_type == TL_READ_SKIP_LOCKED)
       lock_type = TL_READ;
     m_lock.type = lock_type;
+  }
+  /* A sequence's row is never locked (sequence.cc). */
+  if (is_sequence()) {
+    m_lock_rows = ROW_LOCK_NONE;
+    m_skip_locked = false;
   }
   *to++ = &m_lock;
   return to;
@@ -477,6 +485,8 @@ bool ha_tidesdb::pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *
 int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys) {
   size_t failed = 0;
   int st = tdb_apply(trx(), m_tbl, ops.data(), ops.size(), &failed);
+  /* A sequence's write is committed at once, never rolled back (sequence.cc). */
+  if (is_sequence()) st = sequence_commit(st);
   if (st == TDB_DUPLICATE) {
     m_dup_key = failed < op_keys.size() ? op_keys[failed] : 0;
     errkey = m_dup_key;
@@ -903,6 +913,8 @@ void ha_tidesdb::close_cursor() {
     m_cursor = nullptr;
   }
   m_cursor_positioned = false;
+  /* A sequence's next read takes a fresh snapshot (sequence.cc). */
+  sequence_trx_end();
 }
 
 int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
@@ -1368,7 +1380,10 @@ void ha_tidesdb::report_times() {
   MY_STAT st;
   fn_format(path, table_share->normalized_path.str, "", reg_ext, MY_UNPACK_FILENAME);
   if (my_stat(path, &st, MYF(0))) stats.create_time = (ulong)st.st_ctime;
-  if (m_share) stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
+  /* None for a sequence, as InnoDB shows none (its sequence row writes, outside
+     any transaction, do not mark the table changed). */
+  if (m_share && !is_sequence())
+    stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
 }
 
 /* The optimizer gets half the measured rows per value (at least 1), as InnoDB

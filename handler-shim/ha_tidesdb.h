@@ -240,7 +240,19 @@ private:
   }
   /* SHOW TABLE STATUS's Create_time and Update_time, as InnoDB gives them. */
   void report_times();
+  /* The transaction this handler's engine calls run in: the connection's, or for a
+     sequence table one of the handler's own (sequence.cc). */
   tdb_trx *trx();
+  /* ---- SEQUENCE tables (sequence.cc) ---- */
+  bool is_sequence() const {
+    return table_share && table_share->table_type == TABLE_TYPE_SEQUENCE;
+  }
+  /* The handler's own transaction for a sequence table (begun on first use). */
+  tdb_trx *sequence_trx();
+  void sequence_trx_end();
+  /* Commits a sequence write that applied with status (or rolls it back). */
+  int sequence_commit(int status);
+  tdb_trx *m_seq_trx = nullptr;
   bool is_pk(uint keynr) const { return !m_hidden_pk && keynr == table->s->primary_key; }
   /* The engine index (0 = rows) holding MariaDB key keynr. */
   uint engine_index(uint keynr) const { return m_key_to_engine[keynr]; }
