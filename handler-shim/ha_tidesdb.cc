@@ -18,6 +18,10 @@
                                   BLOB/TEXT), then each such primary key column not
                                   listed yet: u8 1 + Field::pack() image, or u8 0
                                   if the column is NULL
+  A non-unique key's entry key (key columns, then every primary key column) is what
+  the server's extended key (HTON_SUPPORTS_EXTENDED_KEYS: the key's parts + the
+  primary key parts it lacks) orders by; key_codec.h (Extended keys) maps its key
+  images. The server never extends a unique key.
   Keying a unique entry by its columns alone makes a duplicate the same engine
   key: the uniqueness check is one point read, and two transactions inserting the
   same value write the same key, which the engine's conflict check (or lock)
@@ -142,7 +146,9 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   }
   /* A window search: forward only, in no useful order, never index-only. */
   if (is_spatial(key)) return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;
-  if (part >= key->user_defined_key_parts) return flags;
+  /* Extended keys: parts past the user parts are the primary key columns the
+     entry carries after its own (whole columns: covered). */
+  if (part >= std::max(key->user_defined_key_parts, key->ext_key_parts)) return flags;
   bool covered = true;
   for (uint p = all_parts ? 0 : part; p <= part && covered; p++)
     covered = part_is_covered(&key->key_part[p]);
@@ -1337,7 +1343,14 @@ int ha_tidesdb::info(uint flag) {
         if (!tdb_table_stats_load(m_tbl, &blob, &len) &&
             parse_rec_per_key(blob, len, &saved) && saved.size() == table->s->keys) {
           m_share->rec_per_key = saved;
-          m_share->stats_measured = true;
+          /* Saved before extended keys, without the ext parts' values: used, and
+             measured again at the next use (tidesdb_stats_auto_recalc). */
+          bool complete = true;
+          for (uint k = 0; k < table->s->keys; k++) {
+            const KEY &key = table->key_info[k];
+            if (!saved[k].empty() && saved[k].size() < key.ext_key_parts) complete = false;
+          }
+          m_share->stats_measured = complete;
           m_share->stats_rows = stats.records;
           m_share->stats_version++;
         }
@@ -1397,7 +1410,9 @@ void ha_tidesdb::apply_statistics() {
   const auto &rpk = m_share->rec_per_key;
   for (uint k = 0; k < table->s->keys && k < rpk.size(); k++) {
     KEY *key = &table->key_info[k];
-    for (uint p = 0; p < key->user_defined_key_parts && p < rpk[k].size(); p++)
+    /* The ext parts' too (KEY::rec_per_key has ext_key_parts entries). */
+    uint parts = std::max(key->user_defined_key_parts, key->ext_key_parts);
+    for (uint p = 0; p < parts && p < rpk[k].size(); p++)
       key->rec_per_key[p] = rpk[k][p] ? std::max<ulong>(1, rpk[k][p] / 2) : 0;
   }
 }
@@ -1530,7 +1545,9 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
     if (is_fulltext(key)) continue; /* no rec_per_key for FULLTEXT keys */
     /* A SPATIAL key has no prefixes to count (the optimizer does not use them). */
     if (is_spatial(key)) continue;
-    uint parts = key->user_defined_key_parts;
+    /* Extended keys: the ext parts' prefixes too (user parts + primary key parts,
+       as InnoDB counts its secondary index's columns, primary key ones included). */
+    uint parts = std::max(key->user_defined_key_parts, key->ext_key_parts);
     uint32_t index = engine_index(k);
     std::vector<ha_rows> changes(parts, 0); /* neighbour pairs whose prefix differs */
     std::vector<std::string> prev(parts);
@@ -1547,7 +1564,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
         if ((at = tdb_cursor_entry(c, &kb, &klen, &vb, &vlen))) break;
         if (n_run++) pairs++;
         for (uint p = 0; p < parts; p++) {
-          size_t n = encoded_prefix_length(key, p + 1, kb, klen);
+          size_t n = encoded_prefix_length(table, key, p + 1, kb, klen);
           if (n == 0 || prev[p].size() != n || memcmp(prev[p].data(), kb, n)) {
             if (n_run > 1) changes[p]++;
             prev[p].assign((const char *)kb, n);
@@ -1600,7 +1617,8 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
       rpk[p] = (ulong)std::max<double>(1, std::floor((double)rows / distinct));
     }
     /* A unique key without NULLs has one row per value. */
-    if ((key->flags & HA_NOSAME) && parts) rpk[parts - 1] = 1;
+    if ((key->flags & HA_NOSAME) && key->user_defined_key_parts)
+      rpk[key->user_defined_key_parts - 1] = 1;
     if (progress) thd_progress_next_stage(thd);
   }
   if (progress) thd_progress_end(thd);

@@ -39,10 +39,12 @@ uint max_encoded_length(const KEY *key, uint n_parts) {
   return len;
 }
 
-size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, size_t len) {
-  size_t pos = 0;
-  for (uint i = 0; i < n_parts; i++) {
-    const KEY_PART_INFO *kp = &key->key_part[i];
+/* Bytes of parts[0..n) starting at enc[pos], NULL parts taking only their marker:
+   the position after them, or 0 if the key ends before. */
+static size_t parts_end(const KEY_PART_INFO *parts, uint n, const uchar *enc, size_t len,
+                        size_t pos) {
+  for (uint i = 0; i < n; i++) {
+    const KEY_PART_INFO *kp = &parts[i];
     if (kp->null_bit) {
       if (pos >= len) return 0;
       uchar marker = enc[pos];
@@ -54,6 +56,46 @@ size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, siz
     if (pos > len) return 0;
   }
   return pos;
+}
+
+uint ext_pk_parts(const TABLE *table, const KEY *key, uint n_ext) {
+  uint pk_nr = table->s->primary_key;
+  uint user = key->user_defined_key_parts;
+  if (n_ext == 0 || pk_nr >= MAX_KEY || key == &table->key_info[pk_nr] ||
+      key->ext_key_parts <= user || (key->flags & (HA_NOSAME | HA_SPATIAL | HA_FULLTEXT)) ||
+      key->algorithm == HA_KEY_ALG_LONG_HASH)
+    return 0;
+  const KEY *pk = &table->key_info[pk_nr];
+  n_ext = std::min(n_ext, key->ext_key_parts - user);
+  auto in_user_parts = [&](uint fieldnr) {
+    for (uint p = 0; p < user; p++)
+      if (key->key_part[p].fieldnr == fieldnr) return true;
+    return false;
+  };
+  uint pk_parts = 0;
+  for (uint i = 0; i < n_ext; i++) {
+    uint fieldnr = key->key_part[user + i].fieldnr;
+    uint j = pk_parts;
+    /* Primary key parts skipped are columns of the key (as the server builds the
+       ext parts): their values are in the image. Anything else ends the prefix
+       here (never seen: the server's layout is always this one). */
+    while (j < pk->user_defined_key_parts && pk->key_part[j].fieldnr != fieldnr &&
+           in_user_parts(pk->key_part[j].fieldnr))
+      j++;
+    if (j == pk->user_defined_key_parts || pk->key_part[j].fieldnr != fieldnr) break;
+    pk_parts = j + 1;
+  }
+  return pk_parts;
+}
+
+size_t encoded_prefix_length(const TABLE *table, const KEY *key, uint n_parts, const uchar *enc,
+                             size_t len) {
+  uint user = key->user_defined_key_parts;
+  size_t pos = parts_end(key->key_part, std::min(n_parts, user), enc, len, 0);
+  if (n_parts <= user || pos == 0) return pos;
+  uint pk_parts = ext_pk_parts(table, key, n_parts - user);
+  if (pk_parts == 0) return pos;
+  return parts_end(table->key_info[table->s->primary_key].key_part, pk_parts, enc, len, pos);
 }
 
 /* Appends the image of string field f (already pointing at the record). */
@@ -140,9 +182,12 @@ bool encode_key_from_record(TABLE *table, const KEY *key, uint n_parts, const uc
 
 uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image, key_part_map keypart_map,
                            uchar *scratch_rec, std::string *out) {
+  uint user = key->user_defined_key_parts;
+  /* With extended keys the map may go on past the user parts into the ext parts. */
+  uint all = std::max(user, key->ext_key_parts);
   uint n_parts = 0;
   uint image_len = 0;
-  while (n_parts < key->user_defined_key_parts && (keypart_map & 1)) {
+  while (n_parts < all && (keypart_map & 1)) {
     image_len += key->key_part[n_parts].store_length;
     n_parts++;
     keypart_map >>= 1;
@@ -157,7 +202,16 @@ uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image, key_part_
   if (thd) thd->count_cuted_fields = CHECK_FIELD_IGNORE;
   key_restore(scratch_rec, image, key, image_len);
   if (thd) thd->count_cuted_fields = check_level;
-  encode_key_from_record(table, key, n_parts, scratch_rec, out);
+  encode_key_from_record(table, key, std::min(n_parts, user), scratch_rec, out);
+  if (n_parts > user) {
+    /* Ext parts: the stored primary key suffix up to the last one (see Extended
+       keys in key_codec.h), each part's value restored from the image by the ext
+       part or, for a primary key column that is also a column of the key, by the
+       key's own part. */
+    uint pk_parts = ext_pk_parts(table, key, n_parts - user);
+    encode_key_from_record(table, &table->key_info[table->s->primary_key], pk_parts,
+                           scratch_rec, out);
+  }
   return n_parts;
 }
 

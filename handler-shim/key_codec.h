@@ -18,6 +18,21 @@
   Secondary index entries append the primary key's encoding (or the 8-byte
   big-endian hidden row id) to the index key; the row column family is keyed by
   the primary key's encoding alone.
+
+  ## Extended keys (HTON_SUPPORTS_EXTENDED_KEYS)
+  The server extends every non-unique secondary key of a table with a primary key
+  by the primary key parts the key does not hold: KEY::ext_key_parts counts them
+  too, key_part[user_defined_key_parts..] are copies of those primary key parts in
+  primary key order (only whole-column parts: the server stops at the primary key's
+  first prefix part and does not extend a key with a prefix part), and key images
+  (index_read_map, records_in_range, ...) may cover the user parts plus the first
+  k of them. Such an entry is keyed by the key's parts followed by EVERY primary key
+  part, so a key image covering the user parts + k ext parts is encoded as the user
+  parts, then the primary key parts up to the k-th ext part, in primary key order:
+  a primary key part skipped as an ext part is a column of the key, whose value the
+  image restores into the record through the key's own part. That is a byte prefix
+  of the entries' keys, and entries sort by (user parts, ext parts) since a skipped
+  primary key part repeats a user part's value.
 */
 #ifndef TIDESDB_KEY_CODEC_H
 #define TIDESDB_KEY_CODEC_H
@@ -34,8 +49,9 @@ bool encode_key_from_record(TABLE *table, const KEY *key, uint n_parts,
                             const uchar *rec, std::string *out);
 
 /* Appends the encoding of a server key image (KeyTupleFormat) holding the parts
-   named by keypart_map, restoring it through scratch_rec (a record-sized buffer).
-   Returns the number of parts encoded. */
+   named by keypart_map (ext parts included, see Extended keys), restoring it
+   through scratch_rec (a record-sized buffer). Returns the number of the key's
+   parts (user + ext) encoded. */
 uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image,
                            key_part_map keypart_map, uchar *scratch_rec,
                            std::string *out);
@@ -47,9 +63,17 @@ bool encode_key_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table, st
 /* The largest encoding of the first n_parts parts of key. */
 uint max_encoded_length(const KEY *key, uint n_parts);
 
-/* Byte length of the first n_parts parts at the start of an encoded key (parts are
-   fixed-width except NULL ones), or 0 if the key is shorter than that. */
-size_t encoded_prefix_length(const KEY *key, uint n_parts, const uchar *enc, size_t len);
+/* Extended keys: the number of primary key parts an entry of secondary key `key`
+   of table carries after its own parts that the first n_ext ext parts of key
+   determine (see Extended keys above); 0 when n_ext is 0 or key is not extended
+   (unique, SPATIAL, FULLTEXT, long-hash keys, the primary key, no primary key). */
+uint ext_pk_parts(const TABLE *table, const KEY *key, uint n_ext);
+
+/* Byte length of the first n_parts parts of key (ext parts included: then the
+   primary key parts ext_pk_parts names) at the start of an encoded entry key (parts
+   are fixed-width except NULL ones), or 0 if the key is shorter than that. */
+size_t encoded_prefix_length(const TABLE *table, const KEY *key, uint n_parts, const uchar *enc,
+                             size_t len);
 
 }  // namespace tidesdb
 

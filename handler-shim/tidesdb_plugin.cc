@@ -456,9 +456,13 @@ static int tidesdb_init(void *p) {
 
   handlerton *h = tidesdb_hton;
   h->create = tidesdb_create_handler;
-  /* No HTON_SUPPORTS_EXTENDED_KEYS yet: key images never carry the primary key
-     suffix, which keeps key_codec simple. */
-  h->flags = 0;
+  /* HTON_SUPPORTS_EXTENDED_KEYS, as InnoDB: a secondary index entry is keyed by
+     the index's columns then the primary key's (ha_tidesdb.cc, Format), so the
+     optimizer may see every non-unique secondary key as (key parts + the primary
+     key parts it lacks): ORDER BY pk after an equality on the key reads index
+     order, ranges and refs go on into the primary key. key_codec.h (Extended keys)
+     maps such key images to the stored key's prefixes. */
+  h->flags = HTON_SUPPORTS_EXTENDED_KEYS;
   h->commit = tidesdb_commit;
   h->rollback = tidesdb_rollback;
   h->prepare = tidesdb_prepare;
