@@ -105,6 +105,11 @@ public:
   uint max_supported_record_length() const override { return HA_MAX_REC_LENGTH; }
   uint max_supported_keys() const override { return MAX_INDEXES; }
   uint max_supported_key_parts() const override { return MAX_REF_PARTS; }
+  /* Any index may be scanned whole for an ORDER BY / GROUP BY without LIMIT
+     (the server otherwise sorts all rows unless an index covers the query), as
+     InnoDB tells it: reading the primary key (or a secondary key's entries and
+     then their rows) in order is no dearer than scanning the rows, and streams. */
+  const key_map *keys_to_use_for_scanning() override { return &key_map_full; }
   uint max_supported_key_length() const override { return 3072; }
   uint max_supported_key_part_length() const override { return 3072; }
   uint8 table_cache_type() override { return HA_CACHE_TBL_NOCACHE; }
