@@ -208,11 +208,23 @@ struct TableState {
     cfs: Vec<Cf>,
     /// External BLOB/TEXT values (engine index [`BLOB_INDEX`]).
     blob_cf: Cf,
+    /// The families an online in-place ADD INDEX is building, in slot order
+    /// (see [`TableShared::set_building`]); empty otherwise.
+    building: Vec<Cf>,
     dropped: bool,
 }
 
 /// The engine index of a table's external BLOB/TEXT values (`TDB_BLOB_INDEX`).
 pub const BLOB_INDEX: u32 = u32::MAX;
+
+/// Ops of index `BUILDING_INDEX | slot` go to built index `slot` of the table's
+/// online in-place ADD INDEX (`TDB_BUILDING_INDEX`; see [`TableShared::set_building`]).
+pub const BUILDING_INDEX: u32 = 0x8000_0000;
+
+/// The slot of an op index naming a family being built, or None.
+pub fn building_slot(index: u32) -> Option<u32> {
+    (index != BLOB_INDEX && index & BUILDING_INDEX != 0).then_some(index & !BUILDING_INDEX)
+}
 
 /// Splits the families of [`TableMeta::cf_names`] order into (rows + indexes, blobs).
 fn split_blob_cf(mut cfs: Vec<Cf>) -> FfiResult<(Vec<Cf>, Cf)> {
@@ -230,6 +242,7 @@ impl TableShared {
                 meta,
                 cfs,
                 blob_cf,
+                building: Vec::new(),
                 dropped: false,
             }),
             next_rowid: AtomicU64::new(0),
@@ -258,6 +271,19 @@ impl TableShared {
                 format!("index {index} out of range (table has {})", st.cfs.len()),
             )
         })
+    }
+
+    /// Publishes the families an online in-place ADD INDEX builds (slot order; an
+    /// empty list ends the build): ops of index [`BUILDING_INDEX`] | slot then write
+    /// to them (the shim's row changes maintain the new indexes while the build
+    /// runs, see `inplace_alter.cc`).
+    pub fn set_building(&self, cfs: Vec<Cf>) {
+        self.state.write().building = cfs;
+    }
+
+    /// The family of built index `slot` of the online build in progress, if any.
+    pub fn building_cf(&self, slot: u32) -> Option<Cf> {
+        self.state.read().building.get(slot as usize).cloned()
     }
 
     /// The order in which `apply` visits ops of engine indexes 0 (rows), 1..n:
@@ -876,18 +902,25 @@ impl Catalog {
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         // new indexes take the table's options (those of its rows family)
         let opts = Self::table_options(db, &meta)?;
+        // Families of builds that never committed (numbers from next_index_no on):
+        // an online build that failed leaves its families to this point, when no
+        // transaction can still hold writes to them (the server runs this step
+        // with the table locked exclusively; see IndexBuild::publish).
+        let prefix = format!("t{}.i", meta.table_id);
+        for cf_name in db.list_cfs() {
+            let leftover = cf_name
+                .strip_prefix(&prefix)
+                .and_then(|no| no.parse::<u32>().ok())
+                .is_some_and(|no| no >= meta.next_index_no);
+            if leftover {
+                db.drop_cf(&cf_name)?;
+            }
+        }
         let mut made: Vec<(u32, Cf)> = Vec::new();
         for i in 0..count {
             let no = meta.next_index_no + i;
             let cf_name = meta.index_cf_name(no);
-            let result = (|| -> FfiResult<Cf> {
-                // Only a leftover of a build that never committed can hold this name
-                // (numbers in use are below next_index_no).
-                if db.cf(&cf_name).is_some() {
-                    db.drop_cf(&cf_name)?;
-                }
-                Ok(db.create_cf(&cf_name, opts.clone())?)
-            })();
+            let result = (|| -> FfiResult<Cf> { Ok(db.create_cf(&cf_name, opts.clone())?) })();
             match result {
                 Ok(cf) => made.push((no, cf)),
                 Err(e) => {

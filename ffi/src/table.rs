@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, SharedBytes, Txn};
 
-use crate::catalog::TableShared;
+use crate::catalog::{building_slot, TableShared};
 use crate::engine::engine;
 use crate::fulltext;
 use crate::raw;
@@ -137,7 +137,16 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
         for &i in &order {
             let Some(op) = ops.get(i) else { continue };
             *failed = i;
-            let cf = table.shared.cf(op.index)?;
+            let cf = match building_slot(op.index) {
+                // An index an online ADD INDEX builds. Its build may have ended
+                // (rolled back) since the shim saw it: the op then has nothing
+                // left to maintain.
+                Some(slot) => match table.shared.building_cf(slot) {
+                    Some(cf) => cf,
+                    None => continue,
+                },
+                None => table.shared.cf(op.index)?,
+            };
             // SAFETY: the shim passes key/value buffers valid for the call.
             let key = unsafe { raw::bytes(op.key, op.key_len) }?;
             let locked = op.lock != 0;
