@@ -145,6 +145,10 @@ public:
   bool inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
   bool commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
                                   bool commit) override;
+  /* The engine's definition version (tdb_table_version): kept by the server's DDL
+     log across an in-place ALTER, so that after a crash tidesdb_check_version tells
+     whether the engine committed it. */
+  ulonglong table_version() const override { return m_tbl ? tdb_table_version(m_tbl) : 0; }
 
   /* ---- open / lock ---- */
   int open(const char *name, int mode, uint test_if_locked) override;

@@ -156,6 +156,12 @@ typedef struct tdb_table tdb_table;
 int tdb_table_open(const char *name, tdb_table **out);
 void tdb_table_close(tdb_table *table);
 uint32_t tdb_table_index_count(const tdb_table *table);
+/* Identifies the table's stored definition (its column families): changed by every
+   committed in-place index change (tdb_index_build_commit), never 0 (0: table is
+   NULL). by_name reads the catalog (TDB_NO_SUCH_TABLE if absent): what the server's
+   DDL recovery asks after a crash in an in-place ALTER TABLE. */
+uint64_t tdb_table_version(const tdb_table *table);
+int tdb_table_version_by_name(const char *name, uint64_t *out);
 /* 1 if the unique indexes `unique` (n engine index numbers, in the server's key
    order) are checked in another order (the order the indexes were created in,
    after an in-place ADD UNIQUE: as InnoDB), so a row's duplicates are not reported

@@ -151,6 +151,28 @@ impl TableMeta {
         }
     }
 
+    /// Identifies the table's stored definition (its families: table id, index
+    /// numbers): changed by every committed in-place index change, never 0. The
+    /// server keeps it across an in-place ALTER TABLE (`handler::table_version`) to
+    /// learn after a crash whether the engine committed the ALTER
+    /// (`handlerton::check_version`).
+    pub fn definition_version(&self) -> u64 {
+        // FNV-1a
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(&self.table_id.to_le_bytes());
+        eat(&self.next_index_no.to_le_bytes());
+        for no in &self.index_nos {
+            eat(&no.to_le_bytes());
+        }
+        h.max(1)
+    }
+
     fn index_cf_name(&self, no: u32) -> String {
         format!("t{}.i{}", self.table_id, no)
     }
@@ -310,6 +332,11 @@ impl TableShared {
 
     pub fn index_count(&self) -> u32 {
         self.state.read().meta.n_indexes()
+    }
+
+    /// [`TableMeta::definition_version`] of the table as it is now.
+    pub fn definition_version(&self) -> u64 {
+        self.state.read().meta.definition_version()
     }
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
@@ -699,6 +726,12 @@ impl Catalog {
                 format!("column family {rows} of table {} is missing", meta.table_id),
             )
         })
+    }
+
+    /// [`TableMeta::definition_version`] of table `name` in the catalog.
+    pub fn definition_version(&self, db: &Db, name: &str) -> FfiResult<u64> {
+        let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        Ok(meta.definition_version())
     }
 
     fn lookup(&self, db: &Db, name: &str) -> FfiResult<Option<TableMeta>> {

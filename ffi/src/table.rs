@@ -375,6 +375,28 @@ pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
 }
 
 /// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_version(table: *const Table) -> u64 {
+    // SAFETY: NULL or a live handle by contract.
+    unsafe { table.as_ref() }.map_or(0, |t| t.shared.definition_version())
+}
+
+/// # Safety
+/// `name` must be NUL-terminated and `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_version_by_name(name: *const c_char, out: *mut u64) -> c_int {
+    guard(|| {
+        // SAFETY: NUL-terminated by contract.
+        let name = unsafe { raw::str(name) }?;
+        let e = engine()?;
+        let v = e.catalog.definition_version(&e.db, name)?;
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, v) }
+    })
+}
+
+/// # Safety
 /// `table` must be NULL or a live handle, `unique` NULL or `n` readable u32s.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_dup_keys_not_in_order(
