@@ -630,8 +630,21 @@ bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *
       }
       if (++done % 1024 == 0) thd_progress_report(thd, done, total > done ? total : done);
     }
+    if (!failed && !st) st = finish();
+    if (!failed && (st == TDB_LOCK_TIMEOUT || st == TDB_DEADLOCK || st == TDB_CONFLICT)) {
+      /* While it holds row locks the build waits only for the locks of its own
+         entries, which a writer holds only if it escalated its locks on a built
+         family to a table lock: that wait timed out (ONLINE_LOCK_POLL_MS) or was a
+         deadlock. Drop the batch and do it again (its puts are idempotent). */
+      if (t) tdb_trx_free(t);
+      t = nullptr;
+      ops.clear();
+      entries.clear();
+      at_end = false;
+      st = TDB_OK;
+      continue;
+    }
     if (failed || st) break;
-    if ((st = finish())) break;
     if (!keys.empty()) {
       last_pk = keys.back();
       started = true;
