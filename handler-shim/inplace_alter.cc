@@ -396,6 +396,18 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
       ctx->layout.push_back(engine_index(old));
     }
   }
+  /* A prepared XA transaction whose connection went away holds no metadata lock:
+     the server's exclusive lock did not wait for it, and its XA COMMIT could
+     later add rows (or row versions) the build never saw, without entries in the
+     new indexes. (Under the exclusive lock every other transaction that wrote the
+     table has ended, so a prepared write to its rows is one of those.) */
+  if (!ctx->added.empty() && tdb_table_has_prepared_writes(m_tbl)) {
+    my_printf_error(ER_LOCK_WAIT_TIMEOUT,
+                    "TidesDB: a prepared XA transaction (see XA RECOVER) changed rows of the "
+                    "table: XA COMMIT or XA ROLLBACK it before adding an index",
+                    MYF(0));
+    return true;
+  }
   int st = tdb_index_build_begin(m_name.c_str(), (uint32_t)ctx->added.size(), &ctx->build);
   if (st) {
     ctx->build = nullptr;

@@ -162,6 +162,9 @@ uint32_t tdb_table_index_count(const tdb_table *table);
    DDL recovery asks after a crash in an in-place ALTER TABLE. */
 uint64_t tdb_table_version(const tdb_table *table);
 int tdb_table_version_by_name(const char *name, uint64_t *out);
+/* 1 if an unresolved prepared XA transaction wrote rows of the table (one whose
+   connection went away holds no metadata lock on it), else 0. */
+int tdb_table_has_prepared_writes(const tdb_table *table);
 /* 1 if the unique indexes `unique` (n engine index numbers, in the server's key
    order) are checked in another order (the order the indexes were created in,
    after an in-place ADD UNIQUE: as InnoDB), so a row's duplicates are not reported

@@ -383,6 +383,20 @@ pub unsafe extern "C" fn tdb_table_version(table: *const Table) -> u64 {
 }
 
 /// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_has_prepared_writes(table: *const Table) -> c_int {
+    // SAFETY: NULL or a live handle by contract.
+    let Some(t) = (unsafe { table.as_ref() }) else {
+        return 0;
+    };
+    guard_value(0, || {
+        let rows = t.shared.cf(0)?;
+        Ok(c_int::from(engine()?.db.has_prepared_writes(&rows)))
+    })
+}
+
+/// # Safety
 /// `name` must be NUL-terminated and `out` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_version_by_name(name: *const c_char, out: *mut u64) -> c_int {
