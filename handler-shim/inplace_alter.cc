@@ -427,7 +427,10 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
       Tidesdb_online_index d;
       d.key = key;
       d.key.key_part = nullptr; /* each handler points it at its own copy */
-      d.parts.assign(key.key_part, key.key_part + key.user_defined_key_parts);
+      /* The user-defined parts, then any extended ones (the primary key's, when
+         the server extends keys), as the new definition's KEY has them. */
+      d.parts.assign(key.key_part,
+                     key.key_part + std::max(key.user_defined_key_parts, key.ext_key_parts));
       std::vector<Field *> covered;
       covered_fields(altered_table, ctx->added[i], m_hidden_pk, &covered);
       for (Field *f : covered) d.covered.push_back(f->field_index);
