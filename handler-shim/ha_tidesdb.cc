@@ -419,8 +419,12 @@ void ha_tidesdb::encode_secondary(uint keynr, const uchar *rec, const std::strin
 
 void ha_tidesdb::encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
                               const uchar *rec, const std::string &pk, Index_entry *out) {
+  encode_entry(table, &table->key_info[keynr], fields, rec, pk, out);
+}
+
+void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *> &fields,
+                              const uchar *rec, const std::string &pk, Index_entry *out) {
   out->key.clear();
-  KEY *key = &table->key_info[keynr];
   if (is_spatial(key)) {
     out->unique = false;
     encode_spatial_entry(key, rec, pk, &out->key, &out->value);
@@ -572,6 +576,8 @@ int ha_tidesdb::write_row(const uchar *buf) {
     if (!e.unique) ops.back().lock = 0;
     op_keys.push_back(k);
   }
+  if (m_share->online_active.load(std::memory_order_acquire))
+    online_index_ops(nullptr, nullptr, buf, &pk, &ops, &op_keys);
   for (const tdb_op &op : external_ops) {
     ops.push_back(op);
     op_keys.push_back(MAX_KEY);
@@ -663,6 +669,8 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
                          new_e.unique ? new_e.key.size() : 0));
     op_keys.push_back(k);
   }
+  if (m_share->online_active.load(std::memory_order_acquire))
+    online_index_ops(old_data, &old_pk, new_data, &new_pk, &ops, &op_keys);
   for (const tdb_op &op : external_ops) {
     ops.push_back(op);
     op_keys.push_back(MAX_KEY);
@@ -695,6 +703,8 @@ int ha_tidesdb::delete_row(const uchar *buf) {
     ops.push_back(delete_op(engine_index(k), m_entries[k].key));
     op_keys.push_back(k);
   }
+  if (m_share->online_active.load(std::memory_order_acquire))
+    online_index_ops(buf, &pk, nullptr, nullptr, &ops, &op_keys);
   std::deque<std::string> bufs;
   size_t before = ops.size();
   external_deletes(pk, &ops, &bufs);

@@ -15,6 +15,7 @@
 #include "external_values.h"
 #include <atomic>
 #include <deque>
+#include <memory>
 #include "fulltext.h"
 #include <mutex>
 #include <string>
@@ -39,6 +40,18 @@ bool stats_auto_recalc();
    ha_tidesdb.cc). */
 void covered_fields(TABLE *table, uint keynr, bool hidden_pk, std::vector<Field *> *out);
 }  // namespace tidesdb
+
+/* One index an online in-place ADD INDEX builds (inplace_alter.cc), as every
+   handler of the table can use it: the new definition's KEY and key parts (a
+   handler points each part at the field of its own TABLE with the same fieldnr),
+   the field indexes of the columns its entries carry, and its build slot. */
+struct Tidesdb_online_index {
+  KEY key;
+  std::vector<KEY_PART_INFO> parts;
+  std::vector<uint> covered;
+  uint32_t slot;
+};
+typedef std::vector<Tidesdb_online_index> Tidesdb_online_build;
 
 /* Per-table state shared by all handlers of one TABLE_SHARE: the server's table
    lock structure. */
@@ -79,6 +92,11 @@ public:
     rows_changed = 0;
     stats_version++;
   }
+  /* The indexes an online in-place ADD INDEX is building (inplace_alter.cc), or
+     null: while set, every row change of the table also maintains them. */
+  std::mutex online_mutex;
+  std::shared_ptr<const Tidesdb_online_build> online;
+  std::atomic<bool> online_active{false}; /* online is set (checked without the mutex) */
   Tidesdb_share() { thr_lock_init(&lock); }
   ~Tidesdb_share() override { thr_lock_delete(&lock); }
 };
@@ -132,6 +150,10 @@ public:
   bool inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
   bool commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
                                   bool commit) override;
+  /* The engine's definition version (tdb_table_version): kept by the server's DDL
+     log across an in-place ALTER, so that after a crash tidesdb_check_version tells
+     whether the engine committed it. */
+  ulonglong table_version() const override { return m_tbl ? tdb_table_version(m_tbl) : 0; }
 
   /* ---- open / lock ---- */
   int open(const char *name, int mode, uint test_if_locked) override;
@@ -276,8 +298,28 @@ private:
      for record rec, whose entries carry fields. */
   static void encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
                            const uchar *rec, const std::string &pk, Index_entry *out);
-  /* Fills the new indexes of an in-place ALTER from the table's rows. */
+  /* The same for a KEY whose parts name fields of table (not one of its keys). */
+  static void encode_entry(TABLE *table, KEY *key, const std::vector<Field *> &fields,
+                           const uchar *rec, const std::string &pk, Index_entry *out);
+  /* Fills the new indexes of an in-place ALTER from the table's rows: with writes
+     blocked (build_indexes), or while other connections write (online). */
   bool build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
+  bool build_indexes_online(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
+  /* A row change's ops on the indexes an online ADD INDEX is building (nothing when
+     none is): old_rec / new_rec NULL for an insert / a delete. */
+  void online_index_ops(const uchar *old_rec, const std::string *old_pk, const uchar *new_rec,
+                        const std::string *new_pk, std::vector<tdb_op> *ops,
+                        std::vector<uint> *op_keys);
+  /* This handler's copy of the share's online build (see Tidesdb_online_index). */
+  struct Online_key {
+    KEY key;
+    std::vector<KEY_PART_INFO> parts;
+    std::vector<Field *> covered;
+    uint32_t slot;
+    Index_entry old_e, new_e;
+  };
+  std::shared_ptr<const Tidesdb_online_build> m_online_src;
+  std::vector<Online_key> m_online;
   /* The primary key an index entry points at, or false if the entry is damaged. */
   bool pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len,
                    const uint8_t **pk) const;

@@ -9,15 +9,20 @@
     by position (row_codec) and index entries carry no names, so none of these
     change a byte; DROP INDEX removes the index from the catalog and drops its
     column family, so its space is reclaimed at once.
-  - ADD INDEX / ADD UNIQUE (NOCOPY with LOCK=SHARED: the table is not rebuilt;
-    concurrent reads go on, concurrent writes wait until the ALTER ends, as for
-    MyRocks). The build scans the rows through a fresh engine snapshot taken after
-    the server blocked writers (and waited for open write transactions on the table
-    to end), so the scan sees every row and nothing changes behind it: no catch-up
-    is needed. Entries go to new column families no catalog entry names yet, in
-    engine transactions of bounded size (ffi/src/index_build.rs). A duplicate in a
-    new UNIQUE index stops the build with ER_DUP_ENTRY naming the key; the new
-    families are dropped and the table is unchanged.
+  - ADD INDEX of ordinary (non-unique) indexes: NOCOPY and online (LOCK=NONE, the
+    default), as InnoDB's: other connections read and write the table while the
+    index is built; see "Online ADD INDEX" below.
+  - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
+    columns): NOCOPY with LOCK=SHARED: the table is not rebuilt; concurrent reads
+    go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE
+    index stays so: a duplicate must fail the ALTER TABLE, never a concurrent
+    write, as in InnoDB.) The build scans the rows through a fresh engine snapshot
+    taken after the server blocked writers (and waited for open write transactions
+    on the table to end), so the scan sees every row and nothing changes behind
+    it: no catch-up is needed. Entries go to new column families no catalog entry
+    names yet, in engine transactions of bounded size (ffi/src/index_build.rs). A
+    duplicate in a new UNIQUE index stops the build with ER_DUP_ENTRY naming the
+    key; the new families are dropped and the table is unchanged.
   - The commit point is one engine transaction replacing the table's catalog entry
     with its new index list (tdb_index_build_commit). A crash before it leaves only
     unnamed families, dropped at the next start.
@@ -26,6 +31,55 @@
     since their defaults (row_codec.h), as InnoDB's instant ADD COLUMN does. Only
     columns whose default is a constant of the record image qualify (see
     instant_add_refusal); the old columns must keep their NULL-bit positions.
+  Online ADD INDEX (ha_alter_info->online):
+  - The server runs prepare_inplace_alter_table under an exclusive metadata lock
+    (mysql_inplace_alter_table upgrades to MDL_EXCLUSIVE before the prepare for
+    every NOCOPY result, then downgrades to MDL_SHARED_UPGRADABLE for LOCK=NONE).
+    Taking it waited for every transaction that had used the table to end, and
+    no statement uses the table until it is released. The prepare publishes the
+    new indexes in the table's Tidesdb_share (and their column families on the
+    engine's table, tdb_index_build_publish). So every row change made after the
+    prepare is made by a statement that opened the table after the publication,
+    and write_row / update_row / delete_row of any handler add the new indexes'
+    entries (online_index_ops) in the same engine transaction as the row: no row
+    change of a transaction older than the build exists that could miss them.
+  - The build (build_indexes_online) walks the rows in batches of ONLINE_BATCH_ROWS
+    row keys, each batch from a fresh snapshot. For each row it takes a shared
+    lock on the row (as a locking read does: that waits for a transaction holding
+    the row, i.e. one that changed it, to end), reads the row's latest committed
+    version under the lock and puts that version's entries; it commits the batch
+    (releasing the locks) before it goes on. Why the index then holds exactly one
+    entry per row, the one of its current version:
+    * Rows the build visits: while it holds the lock no one changes the row, so
+      the entry it writes is that of the latest version, and any later change
+      (which needs the row's exclusive lock, so comes after the batch commits)
+      deletes / replaces exactly that entry. A writer that changed the row before
+      wrote the same entry for the same version (entries are put, not inserted:
+      idempotent). A row deleted before the lock is granted is not found: no
+      entry. Entry puts lock their key, so they are checked for write conflicts
+      from then on, not from the batch's snapshot (a writer that committed the
+      same entry in between is not a conflict).
+    * Rows the build does not visit (inserted after the snapshot of the batch
+      that covers their key): inserted by a transaction that maintains the
+      index, whether it committed (its entry is there) or rolled back (no row,
+      no entry).
+  - Deadlocks: the build never waits for a lock while it holds one. It tries each
+    row lock without waiting (skip-locked); when a writer holds the row, it
+    commits what the batch has done, then waits for that lock alone (and goes on
+    in a new transaction), checking for KILL every second. A writer waits at most
+    for one batch (ONLINE_BATCH_ROWS rows) to commit.
+  - The commit (tdb_index_build_commit, under the server's exclusive lock again,
+    so no writer is left) names the families in the catalog; the descriptor is
+    removed then. A failed build is rolled back by the server WITHOUT the
+    exclusive lock: the descriptor is removed first, then the families are
+    unpublished (a writer that saw the descriptor just before has its ops on
+    them skipped) but not dropped (a writer's transaction may hold writes to
+    them); the table's next build, or the next start, drops them.
+  - Only non-unique ordinary indexes on stored, non-BLOB columns, in an ALTER that
+    changes no column's storage (online_refusal): the writers encode the new
+    entries from records of the old definition, so each new key part's column
+    must have the same type, length and position in both.
+
   Everything else (column types, NULL-ability, column order, columns added
   elsewhere or with an expression default, dropping columns, primary key
   changes, partitioned tables) is refused here, so the server
@@ -37,6 +91,7 @@
 #include "table_options.h"
 #include "row_codec.h"
 #include "foreign_keys.h"
+#include <algorithm>
 
 using namespace tidesdb;
 
@@ -71,7 +126,19 @@ public:
   std::vector<uint32_t> layout;
   /* The new definition's key numbers of the indexes to build, in slot order. */
   std::vector<uint> added;
+  /* An online build: the share it published its indexes in (until unpublished). */
+  Tidesdb_share *online_share = nullptr;
+  bool online = false;
+  /* Removes the published indexes: row changes stop maintaining them. */
+  void unpublish() {
+    if (!online_share) return;
+    std::lock_guard<std::mutex> guard(online_share->online_mutex);
+    online_share->online.reset();
+    online_share->online_active.store(false, std::memory_order_release);
+    online_share = nullptr;
+  }
   ~Tidesdb_alter_ctx() override {
+    unpublish();
     if (build) tdb_index_build_free(build);
   }
 };
@@ -150,6 +217,52 @@ static bool engine_options_differ(const TABLE_SHARE *from, const TABLE_SHARE *to
   table_options_of(from, &a);
   table_options_of(to, &b);
   return memcmp(&a, &b, sizeof a) != 0;
+}
+
+/* Field f of table `from` and field g of table `to` are stored alike: same type,
+   length, character set, NULL-ability and place in the record. */
+static bool same_storage(TABLE *from, Field *f, TABLE *to, Field *g) {
+  return f->real_type() == g->real_type() && f->pack_length() == g->pack_length() &&
+         f->field_length == g->field_length && f->charset() == g->charset() &&
+         f->key_length() == g->key_length() &&
+         (f->flags & (UNSIGNED_FLAG | BLOB_FLAG)) == (g->flags & (UNSIGNED_FLAG | BLOB_FLAG)) &&
+         f->ptr - from->record[0] == g->ptr - to->record[0] && same_null_bits(from, f, to, g) &&
+         f->stored_in_db() && g->stored_in_db();
+}
+
+/* Why the indexes this ALTER adds cannot be built while other connections write
+   (LOCK=NONE), or nullptr. Concurrent writers add the new entries themselves,
+   encoding them from records of the old definition (online_index_ops), so every
+   column an entry holds must be stored alike in both definitions; a BLOB/TEXT
+   column is left out as a row read decodes it only when a key of the old
+   definition (or the statement) needs it. */
+static const char *online_refusal(TABLE *from, TABLE *to, Alter_inplace_info *info,
+                                  bool hidden_pk) {
+  alter_table_operations flags = info->handler_flags;
+  if (flags & ALTER_ADD_UNIQUE_INDEX)
+    return "TidesDB blocks writes while it builds a UNIQUE index (reads go on)";
+  if ((flags & (ADD_COLUMN_LAST | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE | ALTER_ADD_FOREIGN_KEY)) ||
+      from->s->fields != to->s->fields || from->s->reclength != to->s->reclength ||
+      from->s->null_bytes != to->s->null_bytes)
+    return "TidesDB blocks writes while it builds an index in an ALTER TABLE that also "
+           "changes columns (reads go on)";
+  for (uint i = 0; i < info->index_add_count; i++) {
+    uint k = info->index_add_buffer[i];
+    std::vector<Field *> covered;
+    covered_fields(to, k, hidden_pk, &covered);
+    const KEY *key = &to->key_info[k];
+    for (uint p = 0; p < key->user_defined_key_parts; p++)
+      covered.push_back(to->field[key->key_part[p].fieldnr - 1]);
+    for (Field *g : covered) {
+      if (g->flags & BLOB_FLAG)
+        return "TidesDB blocks writes while it builds an index on a BLOB or TEXT column "
+               "(reads go on)";
+      if (!same_storage(from, from->field[g->field_index], to, g))
+        return "TidesDB blocks writes while it builds an index in an ALTER TABLE that also "
+               "changes columns (reads go on)";
+    }
+  }
+  return nullptr;
 }
 
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
@@ -233,9 +346,11 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
       return HA_ALTER_INPLACE_NOT_SUPPORTED;
     }
   }
-  ha_alter_info->unsupported_reason =
-      "TidesDB blocks writes while it builds an index (reads go on)";
-  return HA_ALTER_INPLACE_NOCOPY_LOCK;
+  if (const char *why = online_refusal(table, altered_table, ha_alter_info, m_hidden_pk)) {
+    ha_alter_info->unsupported_reason = why;
+    return HA_ALTER_INPLACE_NOCOPY_LOCK;
+  }
+  return HA_ALTER_INPLACE_NOCOPY_NO_LOCK;
 }
 
 /* The old definition's key number of the new key new_key, or MAX_KEY if it is new. */
@@ -281,19 +396,282 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
       ctx->layout.push_back(engine_index(old));
     }
   }
+  /* A prepared XA transaction whose connection went away holds no metadata lock:
+     the server's exclusive lock did not wait for it, and its XA COMMIT could
+     later add rows (or row versions) the build never saw, without entries in the
+     new indexes. (Under the exclusive lock every other transaction that wrote the
+     table has ended, so a prepared write to its rows is one of those.) */
+  if (!ctx->added.empty() && tdb_table_has_prepared_writes(m_tbl)) {
+    my_printf_error(ER_LOCK_WAIT_TIMEOUT,
+                    "TidesDB: a prepared XA transaction (see XA RECOVER) changed rows of the "
+                    "table: XA COMMIT or XA ROLLBACK it before adding an index",
+                    MYF(0));
+    return true;
+  }
   int st = tdb_index_build_begin(m_name.c_str(), (uint32_t)ctx->added.size(), &ctx->build);
   if (st) {
     ctx->build = nullptr;
     print_error(fail(st), MYF(0));
     return true;
   }
+  /* Online: publish the new indexes now, while the server holds the exclusive
+     metadata lock (see "Online ADD INDEX" above). */
+  if (ha_alter_info->online && !ctx->added.empty()) {
+    if ((st = tdb_index_build_publish(ctx->build))) {
+      print_error(fail(st), MYF(0));
+      return true;
+    }
+    auto published = std::make_shared<Tidesdb_online_build>();
+    for (size_t i = 0; i < ctx->added.size(); i++) {
+      const KEY &key = altered_table->key_info[ctx->added[i]];
+      Tidesdb_online_index d;
+      d.key = key;
+      d.key.key_part = nullptr; /* each handler points it at its own copy */
+      /* The user-defined parts, then any extended ones (the primary key's, when
+         the server extends keys), as the new definition's KEY has them. */
+      d.parts.assign(key.key_part,
+                     key.key_part + std::max(key.user_defined_key_parts, key.ext_key_parts));
+      std::vector<Field *> covered;
+      covered_fields(altered_table, ctx->added[i], m_hidden_pk, &covered);
+      for (Field *f : covered) d.covered.push_back(f->field_index);
+      d.slot = (uint32_t)i;
+      published->push_back(std::move(d));
+    }
+    {
+      std::lock_guard<std::mutex> guard(m_share->online_mutex);
+      m_share->online = std::move(published);
+      m_share->online_active.store(true, std::memory_order_release);
+    }
+    ctx->online_share = m_share;
+    ctx->online = true;
+  }
   return false;
+}
+
+/* The ops a row change adds for the indexes being built online (published in the
+   share by prepare_inplace_alter_table): the same rules as write_row / update_row
+   / delete_row apply to their own non-unique entries. Entries live in m_online
+   until the next row change. */
+void ha_tidesdb::online_index_ops(const uchar *old_rec, const std::string *old_pk,
+                                  const uchar *new_rec, const std::string *new_pk,
+                                  std::vector<tdb_op> *ops, std::vector<uint> *op_keys) {
+  std::shared_ptr<const Tidesdb_online_build> src;
+  {
+    std::lock_guard<std::mutex> guard(m_share->online_mutex);
+    src = m_share->online;
+  }
+  if (src != m_online_src) {
+    /* This handler's copy, with the key parts naming its own TABLE's fields (the
+       columns are stored alike in both definitions: online_refusal). */
+    m_online.clear();
+    m_online.resize(src ? src->size() : 0);
+    for (size_t i = 0; i < m_online.size(); i++) {
+      const Tidesdb_online_index &d = (*src)[i];
+      Online_key &k = m_online[i];
+      k.key = d.key;
+      k.parts = d.parts;
+      for (KEY_PART_INFO &kp : k.parts) kp.field = table->field[kp.fieldnr - 1];
+      k.key.key_part = k.parts.data();
+      for (uint f : d.covered) k.covered.push_back(table->field[f]);
+      k.slot = d.slot;
+    }
+    m_online_src = src;
+  }
+  auto op = [&](uint32_t slot, uint32_t kind, uint32_t lock, const Index_entry &e) {
+    tdb_op o;
+    o.index = TDB_BUILDING_INDEX | slot;
+    o.kind = kind;
+    o.lock = lock;
+    o.key = (const uint8_t *)e.key.data();
+    o.key_len = e.key.size();
+    o.value = kind == TDB_OP_PUT ? (const uint8_t *)e.value.data() : nullptr;
+    o.value_len = kind == TDB_OP_PUT ? e.value.size() : 0;
+    o.unique_len = 0;
+    ops->push_back(o);
+    op_keys->push_back(MAX_KEY);
+  };
+  for (Online_key &k : m_online) {
+    if (old_rec) encode_entry(table, &k.key, k.covered, old_rec, *old_pk, &k.old_e);
+    if (new_rec) encode_entry(table, &k.key, k.covered, new_rec, *new_pk, &k.new_e);
+    if (old_rec && new_rec) {
+      if (k.old_e == k.new_e) continue;
+      if (k.old_e.key != k.new_e.key) op(k.slot, TDB_OP_DELETE, 1, k.old_e);
+      op(k.slot, TDB_OP_PUT, 1, k.new_e);
+    } else if (new_rec) {
+      /* A new row's entry: written under the row's lock (the first op). */
+      op(k.slot, TDB_OP_PUT, 0, k.new_e);
+    } else {
+      op(k.slot, TDB_OP_DELETE, 1, k.old_e);
+    }
+  }
 }
 
 bool ha_tidesdb::inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx || ctx->added.empty()) return false;
-  return build_indexes(altered_table, ha_alter_info);
+  return ctx->online ? build_indexes_online(altered_table, ha_alter_info)
+                     : build_indexes(altered_table, ha_alter_info);
+}
+
+/* Row keys an online build reads, locks and indexes per engine transaction: a
+   writer of one of them waits at most for one such batch. */
+static const size_t ONLINE_BATCH_ROWS = 1000;
+
+/* How long the build waits for a row lock before checking for KILL. */
+static const uint64_t ONLINE_LOCK_POLL_MS = 1000;
+
+bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  THD *thd = ha_thd();
+  std::vector<std::vector<Field *>> covered(ctx->added.size());
+  for (size_t i = 0; i < ctx->added.size(); i++)
+    covered_fields(altered_table, ctx->added[i], m_hidden_pk, &covered[i]);
+  uchar *rec = altered_table->record[0];
+  std::string row, last_pk;
+  bool started = false, at_end = false, failed = false;
+  std::vector<std::string> keys;
+  std::deque<Index_entry> entries; /* stable addresses: the ops point into them */
+  std::vector<tdb_op> ops;
+  External_state external;
+  ha_rows done = 0, total = stats.records;
+  tdb_trx *t = nullptr;
+  int st = TDB_OK;
+
+  auto begin = [&]() -> int {
+    t = tdb_trx_new();
+    if (!t) return TDB_INTERNAL;
+    int s = tdb_trx_begin(t, TDB_ISO_READ_COMMITTED); /* no gap locks */
+    return s ? s : tdb_trx_set_lock_wait_timeout(t, ONLINE_LOCK_POLL_MS);
+  };
+  /* Puts the entries gathered (in key order: each lands next to the previous one),
+     commits and so releases the row locks. */
+  auto finish = [&]() -> int {
+    int s = TDB_OK;
+    if (!ops.empty()) {
+      std::sort(ops.begin(), ops.end(), [](const tdb_op &a, const tdb_op &b) {
+        if (a.index != b.index) return a.index < b.index;
+        int c = memcmp(a.key, b.key, std::min(a.key_len, b.key_len));
+        return c ? c < 0 : a.key_len < b.key_len;
+      });
+      size_t failed_op = 0;
+      s = tdb_apply(t, m_tbl, ops.data(), ops.size(), &failed_op);
+    }
+    if (!s) s = tdb_trx_commit(t);
+    tdb_trx_free(t); /* rolls back what did not commit */
+    t = nullptr;
+    ops.clear();
+    entries.clear();
+    return s;
+  };
+
+  thd_progress_init(thd, 1);
+  while (!failed && !at_end && st == TDB_OK) {
+    /* The next row keys, from a fresh snapshot. */
+    if ((st = begin())) break;
+    keys.clear();
+    tdb_cursor *c = nullptr;
+    st = tdb_cursor_open(t, m_tbl, 0, &c);
+    if (!st)
+      st = started ? tdb_cursor_seek(c, TDB_SEEK_GE, (const uint8_t *)last_pk.data(), last_pk.size())
+                   : tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
+    for (; st == TDB_OK && keys.size() < ONLINE_BATCH_ROWS; st = tdb_cursor_next(c)) {
+      const uint8_t *k, *v;
+      size_t klen, vlen;
+      if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
+      if (started && klen == last_pk.size() && !memcmp(k, last_pk.data(), klen)) continue;
+      keys.emplace_back((const char *)k, klen);
+    }
+    if (c) tdb_cursor_close(c);
+    if (st == TDB_END) {
+      at_end = true;
+      st = TDB_OK;
+    }
+    if (st) break;
+    for (const std::string &pk : keys) {
+      if (thd_killed(thd)) {
+        my_error(ER_QUERY_INTERRUPTED, MYF(0));
+        failed = true;
+        break;
+      }
+      const uint8_t *v;
+      size_t vlen;
+      tdb_trx_set_skip_locked(t, 1);
+      int ls = tdb_lock_row(t, m_tbl, (const uint8_t *)pk.data(), pk.size(), TDB_LOCK_SHARED, &v,
+                            &vlen);
+      tdb_trx_set_skip_locked(t, 0);
+      if (ls == TDB_LOCK_TIMEOUT) {
+        /* A writer holds the row: finish the batch so far, then wait holding no
+           lock (no deadlock can involve the build). */
+        if ((st = finish()) || (st = begin())) break;
+        while ((ls = tdb_lock_row(t, m_tbl, (const uint8_t *)pk.data(), pk.size(),
+                                  TDB_LOCK_SHARED, &v, &vlen)) == TDB_LOCK_TIMEOUT &&
+               !thd_killed(thd)) {
+        }
+        if (ls == TDB_LOCK_TIMEOUT) {
+          my_error(ER_QUERY_INTERRUPTED, MYF(0));
+          failed = true;
+          break;
+        }
+      }
+      if (ls == TDB_NOT_FOUND) continue; /* deleted meanwhile: nothing to index */
+      if (ls) {
+        st = ls;
+        break;
+      }
+      row.assign((const char *)v, vlen);
+      external.loaded.assign(altered_table->s->fields, false);
+      Engine_external_reader reader(t, m_tbl, altered_table, pk, true,
+                                    Engine_external_reader::WANT_KEYS, &external);
+      if (!decode_row(altered_table, row, rec, &reader, nullptr)) {
+        my_error(ER_INTERNAL_ERROR, MYF(0),
+                 reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
+        failed = true;
+        break;
+      }
+      for (size_t i = 0; i < ctx->added.size(); i++) {
+        entries.emplace_back();
+        Index_entry &e = entries.back();
+        encode_entry(altered_table, ctx->added[i], covered[i], rec, pk, &e);
+        tdb_op o;
+        o.index = TDB_BUILDING_INDEX | (uint32_t)i;
+        o.kind = TDB_OP_PUT;
+        o.lock = 1; /* conflict-checked from the lock on, not from the snapshot */
+        o.key = (const uint8_t *)e.key.data();
+        o.key_len = e.key.size();
+        o.value = (const uint8_t *)e.value.data();
+        o.value_len = e.value.size();
+        o.unique_len = 0;
+        ops.push_back(o);
+      }
+      if (++done % 1024 == 0) thd_progress_report(thd, done, total > done ? total : done);
+    }
+    if (!failed && !st) st = finish();
+    if (!failed && (st == TDB_LOCK_TIMEOUT || st == TDB_DEADLOCK || st == TDB_CONFLICT)) {
+      /* While it holds row locks the build waits only for the locks of its own
+         entries, which a writer holds only if it escalated its locks on a built
+         family to a table lock: that wait timed out (ONLINE_LOCK_POLL_MS) or was a
+         deadlock. Drop the batch and do it again (its puts are idempotent). */
+      if (t) tdb_trx_free(t);
+      t = nullptr;
+      ops.clear();
+      entries.clear();
+      at_end = false;
+      st = TDB_OK;
+      continue;
+    }
+    if (failed || st) break;
+    if (!keys.empty()) {
+      last_pk = keys.back();
+      started = true;
+    }
+  }
+  thd_progress_end(thd);
+  if (t) tdb_trx_free(t);
+  if (!failed && st) {
+    print_error(fail(st), MYF(0));
+    failed = true;
+  }
+  return failed;
 }
 
 bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
@@ -366,7 +744,9 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx) return false;
   if (!commit) {
-    /* Rollback: the built families were never named; drop them now. */
+    /* Rollback: the built families were never named; drop them now (an online
+       build's are only unpublished, after the descriptor: see above). */
+    ctx->unpublish();
     tdb_index_build_free(ctx->build);
     ctx->build = nullptr;
     return false;
@@ -387,6 +767,9 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
     print_error(fail(st), MYF(0));
     return true;
   }
+  /* No row change runs now (exclusive metadata lock): the writers stop adding
+     the entries the new definition's handlers will add as theirs. */
+  ctx->unpublish();
   tdb_index_build_free(ctx->build);
   ctx->build = nullptr;
   /* Constraints name columns and find their indexes through the recorded keys. */

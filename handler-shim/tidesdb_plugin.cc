@@ -420,6 +420,18 @@ static bool tidesdb_show_status(handlerton *, THD *thd, stat_print_fn *print,
 
 static int tidesdb_panic(handlerton *, enum ha_panic_function) { return 0; }
 
+/* DDL recovery after a crash in an in-place ALTER TABLE whose new .frm was written:
+   0 (use the new definition) if the engine's stored definition is no longer the one
+   the ALTER started from (create_id = handler::table_version() after the prepare),
+   i.e. tdb_index_build_commit committed; otherwise the old .frm stays, matching the
+   engine's catalog (an ADD INDEX killed while building). */
+static int tidesdb_check_version(handlerton *, const char *path, const LEX_CUSTRING *,
+                                 ulonglong create_id) {
+  uint64_t now = 0;
+  if (tdb_table_version_by_name(path, &now)) return 1;
+  return now != create_id ? 0 : 1;
+}
+
 static int tidesdb_init(void *p) {
   tidesdb_hton = static_cast<handlerton *>(p);
   std::string dir = std::string(mysql_real_data_home) + ENGINE_DIR_NAME;
@@ -480,6 +492,7 @@ static int tidesdb_init(void *p) {
   h->drop_database = tidesdb_drop_database;
   h->show_status = tidesdb_show_status;
   h->panic = tidesdb_panic;
+  h->check_version = tidesdb_check_version;
   h->tablefile_extensions = hton_no_exts;
   h->table_options = tidesdb::table_option_list;
   return 0;

@@ -541,6 +541,17 @@ impl Db {
         self.inner().visible_seq.load(Ordering::Acquire)
     }
 
+    /// True if an unresolved prepared (2PC) transaction wrote a key of `cf`.
+    pub fn has_prepared_writes(&self, cf: &Cf) -> bool {
+        let id = cf.id();
+        self.inner()
+            .prepared
+            .lock()
+            .by_xid
+            .values()
+            .any(|e| e.keys.iter().any(|(c, _)| *c == id))
+    }
+
     /// Prepared (2PC) transactions that no live [`crate::Txn`] owns: found in
     /// the WAL at open (prepared before a crash / shutdown and not resolved),
     /// or whose `Txn` was dropped while prepared. Their keys stay locked

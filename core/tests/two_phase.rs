@@ -286,3 +286,21 @@ fn spilled_write_set_prepares_and_survives_a_crash() {
     assert_eq!(get(&db, &cf, b"k00001"), None);
     assert_eq!(get(&db, &cf, b"rolled-back"), None);
 }
+
+#[test]
+fn prepared_writes_are_known_per_column_family() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let other = db.create_cf("u", CfOptions::default()).unwrap();
+    assert!(!db.has_prepared_writes(&cf));
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"a", b"1").unwrap();
+    t.prepare(b"xid-p").unwrap();
+    assert!(db.has_prepared_writes(&cf), "attached");
+    assert!(!db.has_prepared_writes(&other));
+    drop(t); // detached: still prepared
+    assert!(db.has_prepared_writes(&cf), "detached");
+    db.commit_prepared(b"xid-p").unwrap();
+    assert!(!db.has_prepared_writes(&cf), "resolved");
+}

@@ -156,6 +156,15 @@ typedef struct tdb_table tdb_table;
 int tdb_table_open(const char *name, tdb_table **out);
 void tdb_table_close(tdb_table *table);
 uint32_t tdb_table_index_count(const tdb_table *table);
+/* Identifies the table's stored definition (its column families): changed by every
+   committed in-place index change (tdb_index_build_commit), never 0 (0: table is
+   NULL). by_name reads the catalog (TDB_NO_SUCH_TABLE if absent): what the server's
+   DDL recovery asks after a crash in an in-place ALTER TABLE. */
+uint64_t tdb_table_version(const tdb_table *table);
+int tdb_table_version_by_name(const char *name, uint64_t *out);
+/* 1 if an unresolved prepared XA transaction wrote rows of the table (one whose
+   connection went away holds no metadata lock on it), else 0. */
+int tdb_table_has_prepared_writes(const tdb_table *table);
 /* 1 if the unique indexes `unique` (n engine index numbers, in the server's key
    order) are checked in another order (the order the indexes were created in,
    after an in-place ADD UNIQUE: as InnoDB), so a row's duplicates are not reported
@@ -238,6 +247,15 @@ int tdb_index_build_put(tdb_index_build *build, uint32_t slot, const uint8_t *ke
 int tdb_index_build_commit(tdb_index_build *build, const char *name, const uint32_t *layout,
                            size_t n);
 void tdb_index_build_free(tdb_index_build *build);
+/* An online build (ALTER TABLE ... LOCK=NONE): publishes the build's families on the
+ * table, so that tdb_apply ops of index TDB_BUILDING_INDEX | slot (of any handle of
+ * the table, in any transaction) write to built index slot, until the build commits
+ * or is freed; such ops are skipped once it has ended. The shim then fills the
+ * families itself with tdb_apply (not tdb_index_build_put). A published build that
+ * is freed without committing leaves its families, unnamed, to the table's next
+ * build or the next start (a transaction may still hold writes to them). */
+int tdb_index_build_publish(tdb_index_build *build);
+#define TDB_BUILDING_INDEX 0x80000000u
 
 /* ---- Transactions --------------------------------------------------------------
  * One tdb_trx per connection (THD). Begin is implicit: the first statement starts
@@ -313,7 +331,8 @@ enum tdb_op_kind {
 };
 
 struct tdb_op {
-  uint32_t index;          /* 0 = rows, 1..n = secondary index */
+  uint32_t index;          /* 0 = rows, 1..n = secondary index, TDB_BLOB_INDEX,
+                              TDB_BUILDING_INDEX | slot (tdb_index_build_publish) */
   uint32_t kind;           /* enum tdb_op_kind */
   uint32_t lock;           /* 1: take an exclusive lock on the key first (held to the end
                               of the transaction; waits up to the lock wait timeout).

@@ -151,6 +151,28 @@ impl TableMeta {
         }
     }
 
+    /// Identifies the table's stored definition (its families: table id, index
+    /// numbers): changed by every committed in-place index change, never 0. The
+    /// server keeps it across an in-place ALTER TABLE (`handler::table_version`) to
+    /// learn after a crash whether the engine committed the ALTER
+    /// (`handlerton::check_version`).
+    pub fn definition_version(&self) -> u64 {
+        // FNV-1a
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(&self.table_id.to_le_bytes());
+        eat(&self.next_index_no.to_le_bytes());
+        for no in &self.index_nos {
+            eat(&no.to_le_bytes());
+        }
+        h.max(1)
+    }
+
     fn index_cf_name(&self, no: u32) -> String {
         format!("t{}.i{}", self.table_id, no)
     }
@@ -208,11 +230,23 @@ struct TableState {
     cfs: Vec<Cf>,
     /// External BLOB/TEXT values (engine index [`BLOB_INDEX`]).
     blob_cf: Cf,
+    /// The families an online in-place ADD INDEX is building, in slot order
+    /// (see [`TableShared::set_building`]); empty otherwise.
+    building: Vec<Cf>,
     dropped: bool,
 }
 
 /// The engine index of a table's external BLOB/TEXT values (`TDB_BLOB_INDEX`).
 pub const BLOB_INDEX: u32 = u32::MAX;
+
+/// Ops of index `BUILDING_INDEX | slot` go to built index `slot` of the table's
+/// online in-place ADD INDEX (`TDB_BUILDING_INDEX`; see [`TableShared::set_building`]).
+pub const BUILDING_INDEX: u32 = 0x8000_0000;
+
+/// The slot of an op index naming a family being built, or None.
+pub fn building_slot(index: u32) -> Option<u32> {
+    (index != BLOB_INDEX && index & BUILDING_INDEX != 0).then_some(index & !BUILDING_INDEX)
+}
 
 /// Splits the families of [`TableMeta::cf_names`] order into (rows + indexes, blobs).
 fn split_blob_cf(mut cfs: Vec<Cf>) -> FfiResult<(Vec<Cf>, Cf)> {
@@ -230,6 +264,7 @@ impl TableShared {
                 meta,
                 cfs,
                 blob_cf,
+                building: Vec::new(),
                 dropped: false,
             }),
             next_rowid: AtomicU64::new(0),
@@ -260,6 +295,19 @@ impl TableShared {
         })
     }
 
+    /// Publishes the families an online in-place ADD INDEX builds (slot order; an
+    /// empty list ends the build): ops of index [`BUILDING_INDEX`] | slot then write
+    /// to them (the shim's row changes maintain the new indexes while the build
+    /// runs, see `inplace_alter.cc`).
+    pub fn set_building(&self, cfs: Vec<Cf>) {
+        self.state.write().building = cfs;
+    }
+
+    /// The family of built index `slot` of the online build in progress, if any.
+    pub fn building_cf(&self, slot: u32) -> Option<Cf> {
+        self.state.read().building.get(slot as usize).cloned()
+    }
+
     /// The order in which `apply` visits ops of engine indexes 0 (rows), 1..n:
     /// the order the indexes were created in (their numbers), as InnoDB checks
     /// unique keys in the order of its dictionary. `None` when that is the key
@@ -284,6 +332,11 @@ impl TableShared {
 
     pub fn index_count(&self) -> u32 {
         self.state.read().meta.n_indexes()
+    }
+
+    /// [`TableMeta::definition_version`] of the table as it is now.
+    pub fn definition_version(&self) -> u64 {
+        self.state.read().meta.definition_version()
     }
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
@@ -675,6 +728,12 @@ impl Catalog {
         })
     }
 
+    /// [`TableMeta::definition_version`] of table `name` in the catalog.
+    pub fn definition_version(&self, db: &Db, name: &str) -> FfiResult<u64> {
+        let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        Ok(meta.definition_version())
+    }
+
     fn lookup(&self, db: &Db, name: &str) -> FfiResult<Option<TableMeta>> {
         let mut txn = db.begin(Isolation::ReadCommitted);
         let v = txn.get(&self.cf, &table_key(name))?;
@@ -876,18 +935,25 @@ impl Catalog {
         let meta = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         // new indexes take the table's options (those of its rows family)
         let opts = Self::table_options(db, &meta)?;
+        // Families of builds that never committed (numbers from next_index_no on):
+        // an online build that failed leaves its families to this point, when no
+        // transaction can still hold writes to them (the server runs this step
+        // with the table locked exclusively; see IndexBuild::publish).
+        let prefix = format!("t{}.i", meta.table_id);
+        for cf_name in db.list_cfs() {
+            let leftover = cf_name
+                .strip_prefix(&prefix)
+                .and_then(|no| no.parse::<u32>().ok())
+                .is_some_and(|no| no >= meta.next_index_no);
+            if leftover {
+                db.drop_cf(&cf_name)?;
+            }
+        }
         let mut made: Vec<(u32, Cf)> = Vec::new();
         for i in 0..count {
             let no = meta.next_index_no + i;
             let cf_name = meta.index_cf_name(no);
-            let result = (|| -> FfiResult<Cf> {
-                // Only a leftover of a build that never committed can hold this name
-                // (numbers in use are below next_index_no).
-                if db.cf(&cf_name).is_some() {
-                    db.drop_cf(&cf_name)?;
-                }
-                Ok(db.create_cf(&cf_name, opts.clone())?)
-            })();
+            let result = (|| -> FfiResult<Cf> { Ok(db.create_cf(&cf_name, opts.clone())?) })();
             match result {
                 Ok(cf) => made.push((no, cf)),
                 Err(e) => {

@@ -16,11 +16,19 @@
 //! written in key order, where both skiplists place each entry next to the
 //! previous one. A unique index's entries still go in at once: a duplicate must be
 //! reported while the shim still holds the row that has it.
+//!
+//! An online build ([`IndexBuild::publish`], ALTER ... LOCK=NONE) lets other
+//! connections write the table meanwhile: its families are published on the
+//! table's shared state, every row change then maintains them too (ops of index
+//! `TDB_BUILDING_INDEX | slot`), and the shim fills them with `tdb_apply` under row
+//! locks instead of `put` (see `inplace_alter.cc` for why that is correct).
 use std::ffi::{c_char, c_int};
 
 use tidesdb_core::{Cf, Db, Isolation, Txn};
 
-use crate::catalog::IndexSource;
+use std::sync::Arc;
+
+use crate::catalog::{IndexSource, TableShared};
 use crate::engine::engine;
 use crate::raw;
 use crate::status::{guard, FfiError, FfiResult, Status};
@@ -45,6 +53,9 @@ pub struct IndexBuild {
     sort_entries: Vec<(u32, usize, u32, u32)>,
     /// The catalog names the families: they must outlive the handle.
     committed: bool,
+    /// The table's name, and its shared state once the build is published.
+    name: String,
+    published: Option<Arc<TableShared>>,
 }
 
 impl IndexBuild {
@@ -59,7 +70,27 @@ impl IndexBuild {
             sort_bytes: Vec::new(),
             sort_entries: Vec::new(),
             committed: false,
+            name: name.to_string(),
+            published: None,
         })
+    }
+
+    /// Publishes the families on the table's shared state, so that row changes of
+    /// every handler of the table can write them (ops of index
+    /// `TDB_BUILDING_INDEX | slot`) until the build commits or is freed.
+    pub fn publish(&mut self) -> FfiResult<()> {
+        let e = engine()?;
+        let shared = e.catalog.open_table(&e.db, &self.name)?;
+        shared.set_building(self.built.iter().map(|(_, cf)| cf.clone()).collect());
+        self.published = Some(shared);
+        Ok(())
+    }
+
+    /// Ends the publication (row changes stop maintaining the families).
+    fn unpublish(&mut self) {
+        if let Some(shared) = self.published.take() {
+            shared.set_building(Vec::new());
+        }
     }
 
     /// Adds one entry to built index `slot`. With `unique`, an existing `key` is a
@@ -152,6 +183,7 @@ impl IndexBuild {
         let e = engine()?;
         e.catalog.alter_indexes(&e.db, name, &layout, &self.built)?;
         self.committed = true;
+        self.unpublish();
         Ok(())
     }
 }
@@ -161,7 +193,14 @@ impl Drop for IndexBuild {
         if let Some(txn) = self.txn.take() {
             txn.rollback();
         }
-        if !self.committed {
+        // Published and not committed (a failed online build): the server rolls
+        // back without locking the table, so a transaction of another connection
+        // may still hold writes to the families, and dropping them would make its
+        // commit fail. They stay, unnamed, until the next build of the table
+        // (Catalog::create_index_cfs) or the next start drops them.
+        let keep = self.committed || self.published.is_some();
+        self.unpublish();
+        if !keep {
             for (_, cf) in &self.built {
                 let _ = self.db.drop_cf(&cf.name());
             }
@@ -183,6 +222,17 @@ pub unsafe extern "C" fn tdb_index_build_begin(
         let build = Box::new(IndexBuild::begin(name, count)?);
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, Box::into_raw(build)) }
+    })
+}
+
+/// # Safety
+/// `build` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_publish(build: *mut IndexBuild) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let build = unsafe { raw::handle(build) }?;
+        build.publish()
     })
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, SharedBytes, Txn};
 
-use crate::catalog::TableShared;
+use crate::catalog::{building_slot, TableShared};
 use crate::engine::engine;
 use crate::fulltext;
 use crate::raw;
@@ -137,7 +137,16 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
         for &i in &order {
             let Some(op) = ops.get(i) else { continue };
             *failed = i;
-            let cf = table.shared.cf(op.index)?;
+            let cf = match building_slot(op.index) {
+                // An index an online ADD INDEX builds. Its build may have ended
+                // (rolled back) since the shim saw it: the op then has nothing
+                // left to maintain.
+                Some(slot) => match table.shared.building_cf(slot) {
+                    Some(cf) => cf,
+                    None => continue,
+                },
+                None => table.shared.cf(op.index)?,
+            };
             // SAFETY: the shim passes key/value buffers valid for the call.
             let key = unsafe { raw::bytes(op.key, op.key_len) }?;
             let locked = op.lock != 0;
@@ -363,6 +372,42 @@ pub unsafe extern "C" fn tdb_table_close(table: *mut Table) {
 pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
     // SAFETY: NULL or a live handle by contract.
     unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count())
+}
+
+/// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_version(table: *const Table) -> u64 {
+    // SAFETY: NULL or a live handle by contract.
+    unsafe { table.as_ref() }.map_or(0, |t| t.shared.definition_version())
+}
+
+/// # Safety
+/// `table` must be NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_has_prepared_writes(table: *const Table) -> c_int {
+    // SAFETY: NULL or a live handle by contract.
+    let Some(t) = (unsafe { table.as_ref() }) else {
+        return 0;
+    };
+    guard_value(0, || {
+        let rows = t.shared.cf(0)?;
+        Ok(c_int::from(engine()?.db.has_prepared_writes(&rows)))
+    })
+}
+
+/// # Safety
+/// `name` must be NUL-terminated and `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_version_by_name(name: *const c_char, out: *mut u64) -> c_int {
+    guard(|| {
+        // SAFETY: NUL-terminated by contract.
+        let name = unsafe { raw::str(name) }?;
+        let e = engine()?;
+        let v = e.catalog.definition_version(&e.db, name)?;
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, v) }
+    })
 }
 
 /// # Safety

@@ -411,3 +411,58 @@ fn spatial_extents_grow_persist_and_reset() {
     let t = catalog.open_table(&db, "./d/s").expect("open table");
     assert_eq!(t.spatial_extent(1).expect("extent"), (0.0, 0.0));
 }
+
+#[test]
+fn online_build_families_are_published_and_leftovers_dropped_by_the_next_build() {
+    use tidesdb_ffi::catalog::IndexSource::{Built, Existing};
+    use tidesdb_ffi::catalog::{building_slot, BLOB_INDEX, BUILDING_INDEX};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let catalog = Catalog::open(&db).expect("catalog");
+    catalog.create(&db, "./d/t", 1, 1).expect("create");
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    let v0 = shared.definition_version();
+    assert_ne!(v0, 0);
+    assert_eq!(
+        catalog.definition_version(&db, "./d/t").expect("version"),
+        v0
+    );
+
+    // Op indexes naming a family being built.
+    assert_eq!(building_slot(BUILDING_INDEX | 1), Some(1));
+    assert_eq!(building_slot(BLOB_INDEX), None);
+    assert_eq!(building_slot(2), None);
+
+    // A failed online build of two indexes leaves t1.i2 and t1.i3 behind.
+    let failed = catalog.create_index_cfs(&db, "./d/t", 2).expect("build");
+    shared.set_building(failed.iter().map(|(_, cf)| cf.clone()).collect());
+    assert_eq!(
+        shared.building_cf(1).map(|cf| cf.name()),
+        Some("t1.i3".to_string())
+    );
+    assert!(shared.building_cf(2).is_none());
+    shared.set_building(Vec::new());
+    assert!(shared.building_cf(0).is_none());
+    assert_eq!(shared.definition_version(), v0, "nothing committed");
+
+    // The next build (of one index) drops both leftovers.
+    let built = catalog.create_index_cfs(&db, "./d/t", 1).expect("build");
+    assert_eq!(built[0].0, 2);
+    assert!(
+        db.cf("t1.i3").is_none(),
+        "leftover of the failed build dropped"
+    );
+    catalog
+        .alter_indexes(&db, "./d/t", &[Existing(1), Built(0)], &built)
+        .expect("commit");
+    let v1 = shared.definition_version();
+    assert_ne!(v1, v0, "a committed index change changes the version");
+    assert_eq!(
+        catalog.definition_version(&db, "./d/t").expect("version"),
+        v1
+    );
+    assert_eq!(
+        sorted_cfs(&db),
+        vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i2"]
+    );
+}
