@@ -520,6 +520,21 @@ static const size_t ONLINE_BATCH_ROWS = 1000;
 /* How long the build waits for a row lock before checking for KILL. */
 static const uint64_t ONLINE_LOCK_POLL_MS = 1000;
 
+/* Decodes stored row `row` (primary key pk) into altered_table's record rec for an
+   index build, reading the external BLOB/TEXT values the new keys need (latest: the
+   latest committed ones, else the transaction's snapshot). False with my_error given. */
+static bool decode_for_build(tdb_trx *t, tdb_table *tbl, TABLE *altered_table,
+                             const std::string &row, const std::string &pk, bool latest,
+                             External_state *external, uchar *rec) {
+  external->loaded.assign(altered_table->s->fields, false);
+  Engine_external_reader reader(t, tbl, altered_table, pk, latest,
+                                Engine_external_reader::WANT_KEYS, external);
+  if (decode_row(altered_table, row, rec, &reader, nullptr)) return true;
+  my_error(ER_INTERNAL_ERROR, MYF(0),
+           reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
+  return false;
+}
+
 bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   THD *thd = ha_thd();
@@ -619,12 +634,7 @@ bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *
         break;
       }
       row.assign((const char *)v, vlen);
-      external.loaded.assign(altered_table->s->fields, false);
-      Engine_external_reader reader(t, m_tbl, altered_table, pk, true,
-                                    Engine_external_reader::WANT_KEYS, &external);
-      if (!decode_row(altered_table, row, rec, &reader, nullptr)) {
-        my_error(ER_INTERNAL_ERROR, MYF(0),
-                 reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
+      if (!decode_for_build(t, m_tbl, altered_table, row, pk, true, &external, rec)) {
         failed = true;
         break;
       }
@@ -704,12 +714,7 @@ bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alte
     if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
     row.assign((const char *)v, vlen);
     pk.assign((const char *)k, klen);
-    external.loaded.assign(altered_table->s->fields, false);
-    Engine_external_reader reader(t, m_tbl, altered_table, pk, false,
-                                  Engine_external_reader::WANT_KEYS, &external);
-    if (!decode_row(altered_table, row, rec, &reader, nullptr)) {
-      my_error(ER_INTERNAL_ERROR, MYF(0),
-               reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
+    if (!decode_for_build(t, m_tbl, altered_table, row, pk, false, &external, rec)) {
       failed = true;
       break;
     }
