@@ -511,8 +511,8 @@ int ha_tidesdb::apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_
    makes the engine check them for conflicts from the lock on instead of from the
    snapshot, so an UPDATE of a row committed after the snapshot commits, as in
    InnoDB. */
-static tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
-                     size_t unique_len) {
+tdb_op tidesdb::put_op(uint32_t index, const std::string &key, const std::string &value,
+                      size_t unique_len) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_PUT;
@@ -525,7 +525,7 @@ static tdb_op put_op(uint32_t index, const std::string &key, const std::string &
   return op;
 }
 
-static tdb_op delete_op(uint32_t index, const std::string &key) {
+tdb_op tidesdb::delete_op(uint32_t index, const std::string &key) {
   tdb_op op;
   op.index = index;
   op.kind = TDB_OP_DELETE;

@@ -39,6 +39,11 @@ bool stats_auto_recalc();
 /* The fields an entry of secondary key keynr of table carries (see the Format in
    ha_tidesdb.cc). */
 void covered_fields(TABLE *table, uint keynr, bool hidden_pk, std::vector<Field *> *out);
+/* An op writing (put) or removing (delete) `key` in engine index `index`, with its
+   lock taken (lock = 1); unique_len as tdb_op says. The strings must outlive it. */
+tdb_op put_op(uint32_t index, const std::string &key, const std::string &value,
+              size_t unique_len);
+tdb_op delete_op(uint32_t index, const std::string &key);
 }  // namespace tidesdb
 
 /* One index an online in-place ADD INDEX builds (inplace_alter.cc), as every

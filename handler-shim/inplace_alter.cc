@@ -478,15 +478,9 @@ void ha_tidesdb::online_index_ops(const uchar *old_rec, const std::string *old_p
     m_online_src = src;
   }
   auto op = [&](uint32_t slot, uint32_t kind, uint32_t lock, const Index_entry &e) {
-    tdb_op o;
-    o.index = TDB_BUILDING_INDEX | slot;
-    o.kind = kind;
+    uint32_t index = TDB_BUILDING_INDEX | slot;
+    tdb_op o = kind == TDB_OP_PUT ? put_op(index, e.key, e.value, 0) : delete_op(index, e.key);
     o.lock = lock;
-    o.key = (const uint8_t *)e.key.data();
-    o.key_len = e.key.size();
-    o.value = kind == TDB_OP_PUT ? (const uint8_t *)e.value.data() : nullptr;
-    o.value_len = kind == TDB_OP_PUT ? e.value.size() : 0;
-    o.unique_len = 0;
     ops->push_back(o);
     op_keys->push_back(MAX_KEY);
   };
@@ -642,16 +636,8 @@ bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *
         entries.emplace_back();
         Index_entry &e = entries.back();
         encode_entry(altered_table, ctx->added[i], covered[i], rec, pk, &e);
-        tdb_op o;
-        o.index = TDB_BUILDING_INDEX | (uint32_t)i;
-        o.kind = TDB_OP_PUT;
-        o.lock = 1; /* conflict-checked from the lock on, not from the snapshot */
-        o.key = (const uint8_t *)e.key.data();
-        o.key_len = e.key.size();
-        o.value = (const uint8_t *)e.value.data();
-        o.value_len = e.value.size();
-        o.unique_len = 0;
-        ops.push_back(o);
+        /* Locked: conflict-checked from the lock on, not from the snapshot. */
+        ops.push_back(put_op(TDB_BUILDING_INDEX | (uint32_t)i, e.key, e.value, 0));
       }
       if (++done % 1024 == 0) thd_progress_report(thd, done, total > done ? total : done);
     }
