@@ -197,6 +197,10 @@ fn fill_from(file: &File, buf: &mut Vec<u8>, len: usize, off: u64, path: &Path) 
     Ok(())
 }
 
+/// Where `RWF_NOWAIT` is refused: a table block read taking this long
+/// waited on the disk (a page cache hit takes a few microseconds).
+pub(crate) const DISK_READ: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// As [`read_at`] (without `O_DIRECT`), and whether the read waited on the
 /// disk: it first asks for the bytes with `preadv2(RWF_NOWAIT)`, which
 /// fails with `EAGAIN` (or returns short) instead of starting I/O when they

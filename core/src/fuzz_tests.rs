@@ -4,14 +4,14 @@
 //! few seconds. `TIDESDB_LONG_TESTS=1` multiplies them by 20.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use crate::batch::{self, Op};
-use crate::cache::BlockCache;
 use crate::iter::InternalIterator;
+use crate::journal::batch::{self, Op};
+use crate::journal::wal;
 use crate::key::Kind;
-use crate::manifest::{self, EditOp, FileMeta, State};
 use crate::options::{CfOptions, Compression};
-use crate::sst::{self, Block, Table, TableBuilder, TableIter};
-use crate::wal;
+use crate::table::cache::BlockCache;
+use crate::table::sst::{self, Block, Table, TableBuilder, TableIter};
+use crate::version::manifest::{self, EditOp, FileMeta, State};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -301,7 +301,7 @@ fn fuzz_blocks_props_handles_filters() {
 /// wrong value.
 #[test]
 fn fuzz_value_log() {
-    use crate::vlog::{Ptr, VlogFile, VlogWriter};
+    use crate::vlog::file::{Ptr, VlogFile, VlogWriter};
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(0x7106);
     let mut w = VlogWriter::create(d.path(), 1).unwrap();
@@ -311,9 +311,9 @@ fn fuzz_value_log() {
         recs.push((w.add(format!("key{i}").as_bytes(), &v, None).unwrap(), v));
     }
     w.finish().unwrap();
-    let path = crate::vlog::vlog_path(d.path(), 1);
+    let path = crate::vlog::file::vlog_path(d.path(), 1);
     let orig = std::fs::read(&path).unwrap();
-    let f = VlogFile::open(d.path(), 1, crate::vlog::VlogFormat::Records, None).unwrap();
+    let f = VlogFile::open(d.path(), 1, crate::vlog::file::VlogFormat::Records, None).unwrap();
     for _ in 0..iters(2000) {
         let (p, v) = &recs[rng.gen_range(0..recs.len())];
         let mut enc = Vec::new();
@@ -336,7 +336,7 @@ fn fuzz_value_log() {
         let f = VlogFile::open(
             d.path(),
             2 + round as u64,
-            crate::vlog::VlogFormat::Records,
+            crate::vlog::file::VlogFormat::Records,
             None,
         )
         .unwrap();
@@ -355,7 +355,7 @@ fn fuzz_value_log() {
 /// file bytes give an error or the right value, never a panic or a wrong value.
 #[test]
 fn fuzz_wal_segment_value_log() {
-    use crate::vlog::{Ptr, VlogFile, VlogFormat};
+    use crate::vlog::file::{Ptr, VlogFile, VlogFormat};
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(0x3a1);
     let mut data = Vec::new();
@@ -372,7 +372,7 @@ fn fuzz_wal_segment_value_log() {
         data.extend_from_slice(&v);
         vals.push((p, v));
     }
-    std::fs::write(crate::vlog::vlog_path(d.path(), 1), &data).unwrap();
+    std::fs::write(crate::vlog::file::vlog_path(d.path(), 1), &data).unwrap();
     let f = VlogFile::open(d.path(), 1, VlogFormat::WalSegment, None).unwrap();
     for _ in 0..iters(2000) {
         let (p, v) = &vals[rng.gen_range(0..vals.len())];
@@ -395,7 +395,7 @@ fn fuzz_wal_segment_value_log() {
     for round in 0..iters(200) {
         let bad = mutate(&mut rng, &data);
         let no = 2 + round as u64;
-        std::fs::write(crate::vlog::vlog_path(d.path(), no), &bad).unwrap();
+        std::fs::write(crate::vlog::file::vlog_path(d.path(), no), &bad).unwrap();
         let f = VlogFile::open(d.path(), no, VlogFormat::WalSegment, None).unwrap();
         for (p, v) in &vals {
             if let Ok(got) = f.read(&Ptr { file: no, ..*p }) {
@@ -403,6 +403,6 @@ fn fuzz_wal_segment_value_log() {
             }
         }
         drop(f);
-        let _ = std::fs::remove_file(crate::vlog::vlog_path(d.path(), no));
+        let _ = std::fs::remove_file(crate::vlog::file::vlog_path(d.path(), no));
     }
 }

@@ -3,54 +3,55 @@
 //! An LSM-tree storage engine with MVCC transactions, built to sit under the
 //! TidesDB MariaDB storage engine (through the `ffi` crate).
 //!
-//! * WAL with CRC-framed records, group commit, three sync modes ([`wal`](crate)).
+//! * WAL with CRC-framed records, group commit, three sync modes (`journal::wal`).
 //! * Per-column-family skiplist memtables, flushed to sorted table files with
 //!   prefix-compressed blocks, bloom filters, optional zstd.
 //! * Manifest of version edits + `CURRENT` pointer.
 //! * Snapshot-isolated transactions with savepoints and first-committer-wins
 //!   conflict detection.
 //!
-//! See `DESIGN.md` in the crate directory for the on-disk formats and the
-//! concurrency design.
+//! The on-disk formats and the concurrency design: `docs/design.md` (at the
+//! repository's root). The map of this crate's folders and the direction of
+//! their dependencies: `docs/ARCHITECTURE.md`, "Inside core/".
 
-mod batch;
+// Foundation: small modules every concept may use.
 mod bytes;
-mod cache;
 mod coding;
-mod compaction;
-mod db;
 mod error;
 mod fsutil;
-#[cfg(test)]
-mod fuzz_tests;
 mod fxhash;
 mod iter;
 mod key;
-mod lock;
-mod manifest;
-mod memtable;
 mod metrics;
 mod options;
-mod pacer;
+
+// Concepts, from the bottom up (a folder uses only the folders above it in
+// this list, and the foundation); see docs/ARCHITECTURE.md.
+mod compaction;
+mod db;
+mod journal;
+mod memtable;
+mod table;
+mod txn;
+mod version;
+mod vlog;
+
+#[cfg(test)]
+mod fuzz_tests;
 #[cfg(test)]
 mod read_cost_tests;
-mod skiplist;
-mod spill;
-mod sst;
-mod txn;
-mod vlog;
-mod wal;
 
 pub use bytes::SharedBytes;
-pub use db::{Cf, Db, DeferredPut, PreparedTxn, QuarantinedFile};
+pub use compaction::pacer::DEFAULT_COMPACTION_RATE;
+pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
-pub use lock::{CancelHandle, LockMode};
 pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
 };
-pub use pacer::DEFAULT_COMPACTION_RATE;
-pub use txn::{GapLocker, Savepoint, Txn, TxnIter};
+pub use txn::lock::{CancelHandle, LockMode};
+pub use txn::transaction::{GapLocker, Savepoint, Txn, TxnIter};
+pub use version::levels::Cf;
 
 #[cfg(test)]
 mod tests {

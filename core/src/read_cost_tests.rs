@@ -74,7 +74,7 @@ fn a_cold_point_read_costs_one_data_block() {
     // Newer versions of some keys in L0 tables above the levels (fewer than
     // the L0 trigger, so they stay there).
     let l0 = db.cf_stats(&cf).files_per_level[0] as usize;
-    for round in 0..(crate::compaction::L0_TRIGGER - 1).saturating_sub(l0) {
+    for round in 0..(crate::compaction::leveled::L0_TRIGGER - 1).saturating_sub(l0) {
         let mut t = db.begin(Isolation::ReadCommitted);
         for j in 0..400u64 {
             let i = (j * 97 + round as u64 * 13) % KEYS;

@@ -44,12 +44,12 @@
 //! LE = 1`, `crc: u32 LE = crc32(previous 52 bytes)`, `magic: u64 LE =
 //! 0x5449_4445_5353_5431` ("TIDESST1").
 
-use crate::cache::BlockCache;
 use crate::coding::{crc32, put_u32, put_u64, put_varint, u32_at, u64_at, Reader};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{compare_parts, decode_ikey, encode_ikey, Kind};
 use crate::options::Compression;
+use crate::table::cache::BlockCache;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -637,7 +637,7 @@ impl TableBuilder {
             self.props.num_deletes += 1;
         }
         if kind == Kind::ValuePtr {
-            if let Some(p) = crate::vlog::Ptr::decode(value) {
+            if let Some(p) = crate::vlog::file::Ptr::decode(value) {
                 self.vlog_refs.insert(p.file);
             }
         }
@@ -1112,7 +1112,7 @@ impl Table {
                     h.off,
                     h.len as usize + TRAILER,
                     &self.path,
-                    crate::pacer::DISK_READ,
+                    crate::fsutil::DISK_READ,
                 )?;
                 self.cache.note_table_read(waited);
                 check_block(buf, &self.path, h)?

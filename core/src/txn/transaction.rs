@@ -12,13 +12,14 @@
 //! (`spill.rs`) and committed by installing table files (see
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
-use crate::batch::Op;
 use crate::bytes::SharedBytes;
-use crate::db::{CfInner, DbInner, ReqKind, SnapGuard, SuperVersion};
+use crate::db::database::{DbInner, ReqKind, SnapGuard};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
+use crate::journal::batch::Op;
 use crate::key::Kind;
-use crate::lock::{CancelHandle, LockKey, LockMode};
+use crate::txn::lock::{CancelHandle, LockKey, LockMode};
+use crate::version::levels::{CfInner, SuperVersion};
 
 /// Flag bit in a `Txn::locks` value: the lock is exclusive (the rest of the
 /// value is the visible sequence when it was granted).
@@ -57,7 +58,7 @@ fn check_seq(lv: &LockView, buf: &mut Vec<u8>, cf: u64, key: &[u8], snap: u64) -
     if lv.locks.is_empty() && lv.cfs.is_empty() {
         return snap;
     }
-    crate::lock::encode_key(buf, cf, key);
+    crate::txn::lock::encode_key(buf, cf, key);
     if let Some(v) = lv.locks.get(&buf[..]) {
         if v & LOCK_X != 0 {
             return (v & !LOCK_X).max(snap);
@@ -77,11 +78,11 @@ fn check_seq(lv: &LockView, buf: &mut Vec<u8>, cf: u64, key: &[u8], snap: u64) -
         None => snap,
     }
 }
-use crate::memtable::{MemIter, Memtable};
+use crate::memtable::buffer::{MemIter, Memtable};
 use crate::options::{CommitOptions, Isolation, IterOptions};
-use crate::spill::{Run, RunIter};
-use crate::sst::TableIter;
-use crate::Cf;
+use crate::table::sst::TableIter;
+use crate::txn::spill::{Run, RunIter};
+use crate::version::levels::Cf;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -404,7 +405,7 @@ impl Txn {
         lock_key: &[u8],
     ) -> Result<()> {
         self.check(lock_cf)?;
-        crate::lock::encode_key(&mut self.lock_buf, lock_cf.id(), lock_key);
+        crate::txn::lock::encode_key(&mut self.lock_buf, lock_cf.id(), lock_key);
         let at = match self.locks.get(&self.lock_buf[..]) {
             Some(v) if v & LOCK_X != 0 => Some(v & !LOCK_X),
             _ => None,
@@ -422,7 +423,7 @@ impl Txn {
             let c = self.cf_locks.entry(cf.id()).or_default();
             c.covered_floor = c.covered_floor.max(at);
         } else if let Some(at) = at {
-            crate::lock::encode_key(&mut self.lock_buf, cf.id(), key);
+            crate::txn::lock::encode_key(&mut self.lock_buf, cf.id(), key);
             self.covered.insert(self.lock_buf[..].into(), at);
         }
         Ok(())
@@ -596,13 +597,13 @@ impl Txn {
     }
 
     /// Newest version of every written key, grouped per column family.
-    pub(crate) fn collect_ops(&self) -> Result<crate::db::CfOps> {
+    pub(crate) fn collect_ops(&self) -> Result<crate::db::database::CfOps> {
         let mut ops = Vec::new();
         let mut buf = Vec::new();
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push = |ops: &mut crate::db::CfOps,
+            let mut push = |ops: &mut crate::db::database::CfOps,
                             key: &[u8],
                             kind: Kind,
                             value: Arc<[u8]>,
@@ -878,7 +879,7 @@ impl Txn {
                 return Ok(());
             }
         }
-        crate::lock::encode_key(&mut self.lock_buf, cfid, key);
+        crate::txn::lock::encode_key(&mut self.lock_buf, cfid, key);
         if let Some(v) = self.locks.get(&self.lock_buf[..]) {
             if v & LOCK_X != 0 || mode == LockMode::Shared {
                 return Ok(());
@@ -917,7 +918,7 @@ impl Txn {
     /// conflicting lock there; otherwise tries again after more locks.
     fn escalate(&mut self, cf: u64, threshold: usize) {
         let mut prefix = Vec::new();
-        crate::lock::encode_key(&mut prefix, cf, &[]);
+        crate::txn::lock::encode_key(&mut prefix, cf, &[]);
         let exclusive = self
             .locks
             .iter()
@@ -979,7 +980,7 @@ impl Txn {
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
             flag: self.cancel.clone(),
-            db: Arc::downgrade(&self.db),
+            locks: Arc::downgrade(&self.db.locks),
         }
     }
 
@@ -1124,7 +1125,7 @@ fn db_sources(
     for m in sv.imms.iter().rev() {
         sources.push(Source::new(Box::new(MemIter::new(m.clone())), snap));
     }
-    let in_range = |f: &crate::db::FileHandle| {
+    let in_range = |f: &crate::version::levels::FileHandle| {
         upper
             .as_ref()
             .map_or(true, |u| f.meta.smallest.as_slice() < u.as_slice())
@@ -1142,7 +1143,10 @@ fn db_sources(
         } else {
             let fs: Vec<_> = files.iter().filter(|f| in_range(f)).cloned().collect();
             if !fs.is_empty() {
-                sources.push(Source::new(Box::new(crate::iter::LevelIter::new(fs)), snap));
+                sources.push(Source::new(
+                    Box::new(crate::version::levels::LevelIter::new(fs)),
+                    snap,
+                ));
             }
         }
     }

@@ -26,8 +26,8 @@
 //! prepared twice (re-logged at open after a crash) denotes the same write set.
 //!
 //! The bytes are the same whichever way a record is assembled: the commit
-//! leader encodes into a [`crate::wal::Frames`], which keeps values of at least
-//! [`crate::wal::OUT_OF_LINE`] bytes out of its buffer (they are written with
+//! leader encodes into a `wal::Frames`, which keeps values of at least
+//! [`OUT_OF_LINE`] bytes out of its buffer (they are written with
 //! `pwritev` straight from the write set's shared buffers, and checksummed in
 //! place), other paths into a plain `Vec<u8>`.
 
@@ -71,11 +71,16 @@ pub(crate) struct Op {
     pub crc: Option<u32>,
 }
 
+/// Values at least this long are kept out of a `wal::Frames` buffer (written
+/// from their own buffer); shorter ones are cheaper to copy than to give an
+/// iovec of their own.
+pub(crate) const OUT_OF_LINE: usize = 4096;
+
 /// Upper bound of the bytes `ops` encode into a `wal::Frames` buffer (values
 /// kept out of line not counted), for reserving capacity.
 pub(crate) fn encoded_size<'a>(ops: impl Iterator<Item = &'a Op>) -> usize {
     ops.map(|o| {
-        let v = if o.value.len() >= crate::wal::OUT_OF_LINE {
+        let v = if o.value.len() >= OUT_OF_LINE {
             0
         } else {
             o.value.len()

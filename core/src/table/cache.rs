@@ -13,7 +13,7 @@
 //! an allocation-free multiplicative hash of the two integers.
 
 use crate::bytes::SharedBytes;
-use crate::sst::RawBlock;
+use crate::table::sst::RawBlock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -83,10 +83,7 @@ pub(crate) fn frame_with(out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) {
     }
 }
 
-/// Values at least this long are kept out of a [`Frames`] buffer (written
-/// from their own buffer); shorter ones are cheaper to copy than to give an
-/// iovec of their own.
-pub(crate) const OUT_OF_LINE: usize = 4096;
+pub(crate) use super::batch::OUT_OF_LINE;
 
 /// Most iovecs one `pwritev` takes (Linux `IOV_MAX`).
 const IOV_MAX: usize = 1024;
@@ -102,7 +99,7 @@ pub(crate) struct Frames {
     ext_bytes: usize,
 }
 
-impl crate::batch::Sink for Frames {
+impl crate::journal::batch::Sink for Frames {
     fn buf(&mut self) -> &mut Vec<u8> {
         &mut self.buf
     }
@@ -561,7 +558,7 @@ mod tests {
     }
 
     /// Ops with values on both sides of `OUT_OF_LINE` (and empty ones).
-    fn mixed_ops(n: usize, salt: u8) -> Vec<crate::batch::Op> {
+    fn mixed_ops(n: usize, salt: u8) -> Vec<crate::journal::batch::Op> {
         (0..n)
             .map(|i| {
                 let len = match i % 4 {
@@ -571,7 +568,7 @@ mod tests {
                     _ => OUT_OF_LINE + 7 * i,
                 };
                 let v: Vec<u8> = (0..len).map(|j| (j as u8) ^ (i as u8) ^ salt).collect();
-                crate::batch::Op {
+                crate::journal::batch::Op {
                     cf: i as u64 % 3,
                     kind: crate::key::Kind::Put,
                     key: format!("k{i}").into_bytes(),
@@ -590,7 +587,7 @@ mod tests {
 
     #[test]
     fn frames_match_contiguous_encoding() {
-        use crate::batch;
+        use crate::journal::batch;
         let ops = mixed_ops(9, 1);
         let mut want = Vec::new();
         let mut f = Frames::default();
@@ -609,7 +606,7 @@ mod tests {
 
     #[test]
     fn append_frames_roundtrip_many_pieces() {
-        use crate::batch;
+        use crate::journal::batch;
         let d = tempfile::tempdir().unwrap();
         let mut w = WalWriter::create(d.path(), 1).unwrap();
         // A small record first (contiguous append), then a group of more
@@ -647,7 +644,7 @@ mod tests {
 
     #[test]
     fn ext_offsets_locate_values_in_the_segment() {
-        use crate::batch;
+        use crate::journal::batch;
         let d = tempfile::tempdir().unwrap();
         let mut w = WalWriter::create(d.path(), 1).unwrap();
         let mut first = Frames::default();

@@ -177,7 +177,7 @@ struct Shard {
 }
 
 /// A transaction's write set of one column family (see `txn.rs`).
-pub(crate) type WsHandle = Arc<Mutex<crate::txn::WsView>>;
+pub(crate) type WsHandle = Arc<Mutex<crate::txn::transaction::WsView>>;
 
 /// One range lock: keys `lo <= k <= hi` (`hi = None`: no upper end).
 struct RangeLock {
@@ -681,7 +681,7 @@ impl LockManager {
                         .filter(|p| p.0 == *owner && p.1 == cf)
                         .map(|p| p.2.as_slice())
                         .collect();
-                    if crate::txn::ws_has_key_in(ws, lo, hi, &skip) {
+                    if crate::txn::transaction::ws_has_key_in(ws, lo, hi, &skip) {
                         blockers.push(*owner);
                     }
                 }
@@ -719,14 +719,14 @@ impl LockManager {
 #[derive(Clone)]
 pub struct CancelHandle {
     pub(crate) flag: Arc<AtomicBool>,
-    pub(crate) db: std::sync::Weak<crate::db::DbInner>,
+    pub(crate) locks: std::sync::Weak<LockManager>,
 }
 
 impl CancelHandle {
     pub fn cancel(&self) {
         self.flag.store(true, Ordering::SeqCst);
-        if let Some(db) = self.db.upgrade() {
-            db.locks.wake_all();
+        if let Some(locks) = self.locks.upgrade() {
+            locks.wake_all();
         }
     }
 }

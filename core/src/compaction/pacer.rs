@@ -15,7 +15,7 @@
 //! * **reads wait on the disk:** a read or scan read a table block that was
 //!   not in the OS page cache within the last [`READ_WINDOW`] (a block read
 //!   first tries `preadv2(RWF_NOWAIT)`, which refuses to wait for I/O; where
-//!   the file system does not support it, a read taking [`DISK_READ`] or
+//!   the file system does not support it, a read taking [`crate::fsutil::DISK_READ`] or
 //!   more counts). Reads served by the page cache do not compete with
 //!   compaction for the disk, so with only such readers, or none, it runs
 //!   unpaced. (A timing threshold alone took page cache reads of a thread
@@ -54,10 +54,6 @@ pub(crate) const L0_PACE_MAX: usize = 8;
 
 /// A flush or a write stall this recent means writes depend on compaction.
 pub(crate) const WRITE_QUIET: Duration = Duration::from_secs(5);
-
-/// Where `RWF_NOWAIT` is refused: a table block read taking this long
-/// waited on the disk (a page cache hit takes a few microseconds).
-pub(crate) const DISK_READ: Duration = Duration::from_micros(50);
 
 /// A read that waited on the disk this recently makes compaction paced.
 pub(crate) const READ_WINDOW: Duration = Duration::from_secs(1);
@@ -218,7 +214,7 @@ impl Pacer {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::compaction::L0_STOP;
+    use crate::compaction::leveled::L0_STOP;
     use crate::{CfOptions, Db, DbOptions, Isolation, SyncMode};
 
     /// Sustained writes (about 1.2 MB/s into 64 KiB memtables: a flush every
@@ -262,7 +258,7 @@ mod tests {
         eprintln!("max L0 {max_l0}, paced {paced} ms, {:?}", t0.elapsed());
         assert!(paced > 0, "never paced");
         assert!(
-            max_l0 < crate::compaction::L0_SLOWDOWN,
+            max_l0 < crate::compaction::leveled::L0_SLOWDOWN,
             "L0 reached {max_l0}"
         );
         assert!(max_l0 < L0_STOP);

@@ -1,16 +1,17 @@
 //! The database: open/recovery, column families, commit pipeline (group
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
-use crate::batch::{self, Op, Record};
 use crate::bytes::SharedBytes;
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::journal::batch::{self, Op, Record};
+use crate::journal::wal::{self, WalWriter};
 use crate::key::{Kind, MAX_SEQ};
-use crate::manifest::{self, EditOp, FileMeta, ManifestWriter, State, NUM_LEVELS};
-use crate::memtable::Memtable;
+use crate::memtable::buffer::Memtable;
 use crate::options::{CfOptions, CfStats, Compression, DbOptions, Isolation, SyncMode};
-use crate::sst::{self, Table, TableBuilder};
-use crate::wal::{self, WalWriter};
+use crate::table::cache::BlockCache;
+use crate::table::sst::{self, Table, TableBuilder};
+use crate::version::levels::{Cf, CfInner, FileHandle, Levels, SuperVersion};
+use crate::version::manifest::{self, EditOp, FileMeta, ManifestWriter, State};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
@@ -38,163 +39,6 @@ pub struct QuarantinedFile {
     pub error: String,
     /// A value log file (else a table file).
     pub value_log: bool,
-}
-
-pub(crate) struct FileHandle {
-    pub meta: FileMeta,
-    pub table: Arc<Table>,
-}
-
-/// Table files of one column family by level. L0: newest first (may overlap);
-/// L1+: sorted by smallest key, non-overlapping, a user key never spans files.
-#[derive(Clone, Default)]
-pub(crate) struct Levels {
-    pub levels: Vec<Vec<Arc<FileHandle>>>,
-    pub max_seq: u64,
-    /// Value log files the tables of this version may point into. Holding a
-    /// version keeps them open (and on disk, see `VlogFile`).
-    pub vlogs: crate::vlog::VlogSet,
-}
-
-impl Levels {
-    pub(crate) fn new() -> Levels {
-        Levels {
-            levels: vec![Vec::new(); NUM_LEVELS],
-            max_seq: 0,
-            vlogs: crate::vlog::VlogSet::new(),
-        }
-    }
-    pub(crate) fn normalize(&mut self) {
-        if let Some(l0) = self.levels.get_mut(0) {
-            l0.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
-        }
-        for l in self.levels.iter_mut().skip(1) {
-            l.sort_by(|a, b| a.meta.smallest.cmp(&b.meta.smallest));
-        }
-        self.max_seq = self
-            .levels
-            .iter()
-            .flatten()
-            .map(|f| f.meta.max_seq)
-            .max()
-            .unwrap_or(0);
-    }
-    /// Files that may contain `key`, in newest-first search order.
-    pub(crate) fn candidates<'a>(
-        &'a self,
-        key: &'a [u8],
-    ) -> impl Iterator<Item = &'a Arc<FileHandle>> + 'a {
-        self.levels
-            .iter()
-            .enumerate()
-            .flat_map(move |(lvl, files)| {
-                let r: Box<dyn Iterator<Item = &Arc<FileHandle>>> = if lvl == 0 {
-                    Box::new(files.iter().filter(move |f| {
-                        f.meta.smallest.as_slice() <= key && key <= f.meta.largest.as_slice()
-                    }))
-                } else {
-                    let i = files.partition_point(|f| f.meta.largest.as_slice() < key);
-                    Box::new(
-                        files
-                            .get(i)
-                            .filter(|f| f.meta.smallest.as_slice() <= key)
-                            .into_iter(),
-                    )
-                };
-                r
-            })
-    }
-    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<FileHandle>> {
-        self.levels.iter().flatten()
-    }
-}
-
-/// Consistent view of a column family: memtables + files.
-pub(crate) struct SuperVersion {
-    pub mem: Arc<Memtable>,
-    /// Oldest first.
-    pub imms: Vec<Arc<Memtable>>,
-    pub levels: Arc<Levels>,
-}
-
-pub(crate) struct CfInner {
-    pub id: u64,
-    pub name: Mutex<String>,
-    pub opts: CfOptions,
-    pub dropped: AtomicBool,
-    pub sv: RwLock<Arc<SuperVersion>>,
-    pub db_uid: u64,
-    /// One compaction at a time per column family.
-    pub compaction_lock: Mutex<()>,
-    /// Round-robin compaction pointer (largest key compacted) per level.
-    pub compact_ptr: Mutex<Vec<Vec<u8>>>,
-    /// The database's memtable size (sizes each memtable's key filter).
-    pub write_buffer_size: usize,
-}
-
-impl CfInner {
-    pub(crate) fn new(
-        id: u64,
-        name: String,
-        opts: CfOptions,
-        levels: Levels,
-        db_uid: u64,
-        write_buffer_size: usize,
-    ) -> CfInner {
-        CfInner {
-            id,
-            name: Mutex::new(name),
-            opts,
-            dropped: AtomicBool::new(false),
-            sv: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(Memtable::with_filter(write_buffer_size)),
-                imms: Vec::new(),
-                levels: Arc::new(levels),
-            })),
-            db_uid,
-            compaction_lock: Mutex::new(()),
-            compact_ptr: Mutex::new(vec![Vec::new(); NUM_LEVELS]),
-            write_buffer_size,
-        }
-    }
-
-    /// An empty memtable for this column family.
-    pub(crate) fn new_memtable(&self) -> Memtable {
-        Memtable::with_filter(self.write_buffer_size)
-    }
-}
-
-impl CfInner {
-    pub(crate) fn current(&self) -> Arc<SuperVersion> {
-        self.sv.read().clone()
-    }
-}
-
-/// Handle to a column family. Cheap to clone; stays valid after the column
-/// family is dropped (operations then fail with `ColumnFamilyNotFound`).
-#[derive(Clone)]
-pub struct Cf {
-    pub(crate) inner: Arc<CfInner>,
-}
-
-impl Cf {
-    /// Current name (follows renames).
-    pub fn name(&self) -> String {
-        self.inner.name.lock().clone()
-    }
-    pub fn id(&self) -> u64 {
-        self.inner.id
-    }
-    /// The options the column family was created with.
-    pub fn options(&self) -> CfOptions {
-        self.inner.opts.clone()
-    }
-}
-
-impl std::fmt::Debug for Cf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Cf({}, {:?})", self.inner.id, self.name())
-    }
 }
 
 /// (column family, op, conflict-check sequence: a committed version of the
@@ -333,7 +177,7 @@ pub(crate) struct DbInner {
     bg_error: Mutex<Option<Error>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     lock_file: Mutex<Option<File>>,
-    pub locks: crate::lock::LockManager,
+    pub locks: Arc<crate::txn::lock::LockManager>,
     pub next_txn_id: AtomicU64,
     /// Number of fsyncs issued by commit groups (tests, statistics).
     pub wal_syncs: AtomicU64,
@@ -348,7 +192,7 @@ pub(crate) struct DbInner {
     /// Garbage ratio (per mille) at which a value log file is collected.
     pub vlog_gc_permille: AtomicU64,
     /// Rate limit of background compaction while no write waits for it.
-    pub pacer: crate::pacer::Pacer,
+    pub pacer: crate::compaction::pacer::Pacer,
 }
 
 /// Default garbage ratio at which a value log file's live values are
@@ -786,9 +630,9 @@ impl DbInner {
             .filter_map(|n| {
                 wal::parse_segment_name(n)
                     .or_else(|| sst::parse_table_name(n))
-                    .or_else(|| crate::vlog::parse_vlog_name(n))
-                    .or_else(|| crate::spill::parse_spill_name(n))
-                    .or_else(|| crate::spill::parse_prep_name(n))
+                    .or_else(|| crate::vlog::file::parse_vlog_name(n))
+                    .or_else(|| crate::txn::spill::parse_spill_name(n))
+                    .or_else(|| crate::txn::spill::parse_prep_name(n))
                     .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
             })
             .max()
@@ -846,9 +690,9 @@ impl DbInner {
                     // A missing or unreadable value log file does not stop
                     // the engine: only reads of its values fail (as with a
                     // quarantined table file).
-                    let f = crate::vlog::VlogFile::open(dir, *no, v.format, dio.as_ref())
+                    let f = crate::vlog::file::VlogFile::open(dir, *no, v.format, dio.as_ref())
                         .unwrap_or_else(|e| {
-                            crate::vlog::VlogFile::quarantined(dir, *no, v.format, &e)
+                            crate::vlog::file::VlogFile::quarantined(dir, *no, v.format, &e)
                         });
                     levels.vlogs.insert(*no, Arc::new(f));
                 }
@@ -990,16 +834,16 @@ impl DbInner {
         for n in &names {
             let remove = if let Some(no) = sst::parse_table_name(n) {
                 !live.contains(&no)
-            } else if let Some(no) = crate::vlog::parse_vlog_name(n) {
+            } else if let Some(no) = crate::vlog::file::parse_vlog_name(n) {
                 !state.vlog_files.contains_key(&no)
-            } else if let Some(no) = crate::spill::parse_prep_name(n) {
+            } else if let Some(no) = crate::txn::spill::parse_prep_name(n) {
                 !state
                     .prepared_spills
                     .values()
                     .flatten()
                     .any(|(_, f)| *f == no)
             } else if wal::parse_segment_name(n).is_some()
-                || crate::spill::parse_spill_name(n).is_some()
+                || crate::txn::spill::parse_spill_name(n).is_some()
             {
                 true
             } else if let Some(m) = n.strip_prefix("MANIFEST-") {
@@ -1017,7 +861,7 @@ impl DbInner {
         for (xid, files) in &state.prepared_spills {
             let mut v = Vec::new();
             for (cf, no) in files {
-                let t = Table::open(crate::spill::prep_path(dir, *no), *no, cache.clone())?;
+                let t = Table::open(crate::txn::spill::prep_path(dir, *no), *no, cache.clone())?;
                 v.push((*cf, Arc::new(t)));
             }
             spilled_prepares.push((xid.clone(), v));
@@ -1062,7 +906,7 @@ impl DbInner {
             bg_error: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
-            locks: crate::lock::LockManager::new(),
+            locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
@@ -1072,7 +916,9 @@ impl DbInner {
             ),
             dio,
             vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
-            pacer: crate::pacer::Pacer::new(crate::pacer::DEFAULT_COMPACTION_RATE),
+            pacer: crate::compaction::pacer::Pacer::new(
+                crate::compaction::pacer::DEFAULT_COMPACTION_RATE,
+            ),
         });
         // Recovered prepared transactions: registered, keys locked.
         {
@@ -1087,7 +933,7 @@ impl DbInner {
                         owner,
                         o.cf,
                         &o.key,
-                        crate::lock::LockMode::Exclusive,
+                        crate::txn::lock::LockMode::Exclusive,
                         Duration::ZERO,
                         &never,
                     )?;
@@ -1111,14 +957,14 @@ impl DbInner {
                 let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
                 for (cf, t) in &spill {
                     use crate::iter::InternalIterator;
-                    let mut it = crate::sst::TableIter::new(t.clone());
+                    let mut it = crate::table::sst::TableIter::new(t.clone());
                     it.seek_to_first();
                     while it.valid() {
                         inner.locks.lock(
                             owner,
                             *cf,
                             it.user_key(),
-                            crate::lock::LockMode::Exclusive,
+                            crate::txn::lock::LockMode::Exclusive,
                             Duration::ZERO,
                             &never,
                         )?;
@@ -1497,7 +1343,8 @@ impl DbInner {
             Some((_, Kind::Delete, _)) => Ok(None),
             Some((_, Kind::Put, v)) => Ok(Some(v)),
             Some((_, Kind::ValuePtr, p)) => {
-                crate::vlog::resolve(&sv.levels.vlogs, &self.dir, Some(&self.cache), &p).map(Some)
+                crate::vlog::file::resolve(&sv.levels.vlogs, &self.dir, Some(&self.cache), &p)
+                    .map(Some)
             }
         }
     }
@@ -1507,7 +1354,7 @@ impl DbInner {
     pub(crate) fn resolver(&self, levels: Arc<Levels>) -> Arc<crate::iter::ValueResolver> {
         let dir = self.dir.clone();
         let cache = self.cache.clone();
-        Arc::new(move |p: &[u8]| crate::vlog::resolve(&levels.vlogs, &dir, Some(&cache), p))
+        Arc::new(move |p: &[u8]| crate::vlog::file::resolve(&levels.vlogs, &dir, Some(&cache), p))
     }
 
     /// Sequence of the newest version of `key` if it is newer than `snap`.
@@ -1607,7 +1454,7 @@ impl DbInner {
                 let mut b: Option<TableBuilder> = None;
                 let mut no = 0;
                 // Large values go to a value log, as in a flush.
-                let mut vo = crate::vlog::VlogOut::new(
+                let mut vo = crate::vlog::file::VlogOut::new(
                     &self.dir,
                     &alloc,
                     cf.opts.value_separation_threshold,
@@ -1825,7 +1672,7 @@ impl DbInner {
                     return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
                 }
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let path = crate::spill::prep_path(&self.dir, no);
+                let path = crate::txn::spill::prep_path(&self.dir, no);
                 cur = Some(path.clone());
                 let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
                 it.seek_to_first();
@@ -1929,7 +1776,7 @@ impl DbInner {
                 .filter_map(|(cf, t)| {
                     let c = cfs.get(cf).filter(|c| !c.dropped.load(Ordering::Acquire))?;
                     let src = crate::iter::Source::new(
-                        Box::new(crate::sst::TableIter::new(t.clone())),
+                        Box::new(crate::table::sst::TableIter::new(t.clone())),
                         MAX_SEQ,
                     );
                     Some((
@@ -2117,7 +1964,7 @@ impl DbInner {
                     let sv = cf.current();
                     !cf.dropped.load(Ordering::Relaxed)
                         && (sv.imms.len() >= MAX_IMMS
-                            || sv.levels.levels[0].len() >= crate::compaction::L0_STOP)
+                            || sv.levels.levels[0].len() >= crate::compaction::leveled::L0_STOP)
                 })
             });
             if !stalled {
@@ -2140,7 +1987,7 @@ impl DbInner {
         }
         let slow = group.iter().any(|(_, r)| {
             r.ops.lock().iter().any(|(cf, _, _)| {
-                cf.current().levels.levels[0].len() >= crate::compaction::L0_SLOWDOWN
+                cf.current().levels.levels[0].len() >= crate::compaction::leveled::L0_SLOWDOWN
             })
         });
         if slow {
@@ -2678,7 +2525,7 @@ impl DbInner {
                     st.vlog_files += 1;
                     st.vlog_bytes += v.size;
                     st.vlog_garbage_bytes += v.garbage;
-                    if v.format == crate::vlog::VlogFormat::WalSegment {
+                    if v.format == crate::vlog::file::VlogFormat::WalSegment {
                         st.vlog_wal_files += 1;
                     }
                 }
@@ -2813,21 +2660,26 @@ pub(crate) fn next_backoff(prev: Duration) -> Duration {
 }
 
 /// A value log file written by a job, opened, with its size.
-pub(crate) type VlogOutFile = (Arc<crate::vlog::VlogFile>, u64);
+pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);
 
 /// Finishes (fsyncs) the value log of a job and opens it for reading.
 pub(crate) fn finish_vlog(
-    vo: crate::vlog::VlogOut<'_>,
+    vo: crate::vlog::file::VlogOut<'_>,
     dir: &Path,
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
 ) -> Result<Option<VlogOutFile>> {
     match vo.finish()? {
         None => Ok(None),
         Some((no, size)) => {
-            match crate::vlog::VlogFile::open(dir, no, crate::vlog::VlogFormat::Records, dio) {
+            match crate::vlog::file::VlogFile::open(
+                dir,
+                no,
+                crate::vlog::file::VlogFormat::Records,
+                dio,
+            ) {
                 Ok(f) => Ok(Some((Arc::new(f), size))),
                 Err(e) => {
-                    let _ = std::fs::remove_file(crate::vlog::vlog_path(dir, no));
+                    let _ = std::fs::remove_file(crate::vlog::file::vlog_path(dir, no));
                     Err(e)
                 }
             }
@@ -2839,7 +2691,7 @@ pub(crate) fn finish_vlog(
 /// WAL segment it adopted (`WalSegment`), with the bytes no pointer of the
 /// flush's table names (always 0 for a written one).
 pub(crate) struct FlushVlog {
-    pub file: Arc<crate::vlog::VlogFile>,
+    pub file: Arc<crate::vlog::file::VlogFile>,
     pub size: u64,
     pub garbage: u64,
 }
@@ -2848,12 +2700,12 @@ impl FlushVlog {
     /// The manifest op that adds the file.
     fn edit(&self, cf: u64) -> EditOp {
         match self.file.format {
-            crate::vlog::VlogFormat::Records => EditOp::VlogAdd {
+            crate::vlog::file::VlogFormat::Records => EditOp::VlogAdd {
                 cf,
                 file_no: self.file.no,
                 size: self.size,
             },
-            crate::vlog::VlogFormat::WalSegment => EditOp::VlogAddWal {
+            crate::vlog::file::VlogFormat::WalSegment => EditOp::VlogAddWal {
                 cf,
                 file_no: self.file.no,
                 size: self.size,
@@ -2880,7 +2732,7 @@ pub(crate) struct WalAdoption {
 fn segments_to_adopt(
     dir: &Path,
     mem: &Memtable,
-    vo: &crate::vlog::VlogOut<'_>,
+    vo: &crate::vlog::file::VlogOut<'_>,
     adopt: &WalAdoption,
 ) -> Vec<u64> {
     let mut bytes: BTreeMap<u64, u64> = BTreeMap::new();
@@ -2926,17 +2778,17 @@ pub(crate) fn build_table(
     adopt: Option<&WalAdoption>,
 ) -> Result<(FileMeta, Arc<Table>, Vec<FlushVlog>)> {
     let path = sst::table_path(dir, no);
-    let mut vo = crate::vlog::VlogOut::new(dir, alloc, opts.value_separation_threshold);
+    let mut vo = crate::vlog::file::VlogOut::new(dir, alloc, opts.value_separation_threshold);
     // Adopted segments: segment -> (value log file, bytes referenced).
-    let mut adopted: BTreeMap<u64, (Arc<crate::vlog::VlogFile>, u64)> = BTreeMap::new();
-    let drop_adopted = |adopted: &BTreeMap<u64, (Arc<crate::vlog::VlogFile>, u64)>| {
+    let mut adopted: BTreeMap<u64, (Arc<crate::vlog::file::VlogFile>, u64)> = BTreeMap::new();
+    let drop_adopted = |adopted: &BTreeMap<u64, (Arc<crate::vlog::file::VlogFile>, u64)>| {
         for (f, _) in adopted.values() {
             f.mark_obsolete();
         }
     };
     if let Some(a) = adopt.filter(|_| vo.threshold.is_some() && mem.has_wal_locs()) {
         for seg in segments_to_adopt(dir, mem, &vo, a) {
-            match crate::vlog::adopt_wal_segment(dir, seg, alloc(), dio) {
+            match crate::vlog::file::adopt_wal_segment(dir, seg, alloc(), dio) {
                 Ok(f) => {
                     adopted.insert(seg, (Arc::new(f), 0));
                 }
@@ -2990,7 +2842,7 @@ pub(crate) fn build_table(
                 .and_then(|(l, crc)| adopted.get_mut(&l.segment).map(|a| (l, crc, a)));
             if let Some((l, crc, (f, used))) = in_wal {
                 ptr_buf.clear();
-                crate::vlog::Ptr {
+                crate::vlog::file::Ptr {
                     file: f.no,
                     offset: l.offset,
                     len: value.len() as u64,

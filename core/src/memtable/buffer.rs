@@ -3,7 +3,7 @@
 //! of immutable ones waiting for flush.
 
 use crate::key::{Kind, MAX_SEQ};
-use crate::skiplist::{EntryRef, Probe, RawEntry, SkipList, ValueIn};
+use crate::memtable::skiplist::{EntryRef, Probe, RawEntry, SkipList, ValueIn};
 use parking_lot::Mutex;
 use std::hash::Hasher;
 use std::ptr;
@@ -271,7 +271,7 @@ impl KeyFilter {
         if let Some(words) = self.tiers[self.active.load(Ordering::Acquire)].get() {
             let (w, _) = Self::probe(user, words.len());
             if let Some(word) = words.get(w) {
-                crate::skiplist::prefetch(word as *const AtomicU64);
+                crate::memtable::skiplist::prefetch(word as *const AtomicU64);
             }
         }
     }
@@ -329,13 +329,13 @@ impl Memtable {
         if self.entries.load(Ordering::Relaxed) < WARM_MIN_ENTRIES {
             return;
         }
-        let probes: Vec<crate::skiplist::Probe<'_>> = keys
+        let probes: Vec<crate::memtable::skiplist::Probe<'_>> = keys
             .map(|k| {
                 // The key filter's word too (each insert consults it).
                 if let Some(f) = &self.filter {
                     f.prefetch(k);
                 }
-                crate::skiplist::Probe::new(k, seq)
+                crate::memtable::skiplist::Probe::new(k, seq)
             })
             .collect();
         self.map.warm_paths(&probes);
@@ -352,7 +352,7 @@ impl Memtable {
         kind: Kind,
         value: Arc<[u8]>,
         crc: Option<u32>,
-        loc: Option<crate::wal::WalLoc>,
+        loc: Option<crate::journal::wal::WalLoc>,
     ) {
         let v = match (crc, loc) {
             (Some(c), Some(l)) => {

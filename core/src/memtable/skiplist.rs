@@ -177,7 +177,7 @@ impl Node {
 
     /// Where the value is in the WAL, if it was stored with the node.
     #[inline]
-    fn wal_loc(&self) -> Option<crate::wal::WalLoc> {
+    fn wal_loc(&self) -> Option<crate::journal::wal::WalLoc> {
         if self.shared != SHARED_CRC_LOC {
             return None;
         }
@@ -185,7 +185,7 @@ impl Node {
         // location right after its key (laid out by `SkipList::new_node`).
         unsafe {
             let p = self.user().as_ptr().add(self.key_len as usize + 4) as *const [u8; 8];
-            Some(crate::wal::WalLoc {
+            Some(crate::journal::wal::WalLoc {
                 segment: u64::from_le_bytes(p.read_unaligned()),
                 offset: u64::from_le_bytes(p.add(1).read_unaligned()),
             })
@@ -273,7 +273,7 @@ impl<'a> EntryRef<'a> {
     }
     /// Where the value is in the WAL, if the commit that wrote it said so
     /// (`ValueIn::Logged`).
-    pub(crate) fn wal_loc(&self) -> Option<crate::wal::WalLoc> {
+    pub(crate) fn wal_loc(&self) -> Option<crate::journal::wal::WalLoc> {
         self.node.wal_loc()
     }
     /// The value as `SharedBytes`: the shared buffer of a long value (no
@@ -302,7 +302,7 @@ impl<'a> EntryRef<'a> {
 pub(crate) enum ValueIn<'a> {
     Borrowed(&'a [u8]),
     Shared(std::sync::Arc<[u8]>, Option<u32>),
-    Logged(std::sync::Arc<[u8]>, u32, crate::wal::WalLoc),
+    Logged(std::sync::Arc<[u8]>, u32, crate::journal::wal::WalLoc),
 }
 
 impl ValueIn<'_> {
@@ -485,7 +485,7 @@ impl SkipList {
                     }
                     ValueIn::Borrowed(b) => (
                         std::sync::Arc::from(b),
-                        (b.len() >= crate::wal::OUT_OF_LINE).then(|| crc32fast::hash(b)),
+                        (b.len() >= crate::journal::wal::OUT_OF_LINE).then(|| crc32fast::hash(b)),
                     ),
                 };
                 crc = c;
@@ -1196,7 +1196,9 @@ mod tests {
     #[test]
     fn long_values_keep_their_crc() {
         let l = SkipList::new();
-        let big: Vec<u8> = (0..crate::wal::OUT_OF_LINE + 5).map(|i| i as u8).collect();
+        let big: Vec<u8> = (0..crate::journal::wal::OUT_OF_LINE + 5)
+            .map(|i| i as u8)
+            .collect();
         let mid = vec![7u8; INLINE_VALUE_MAX + 1];
         // Keys of every length modulo 8: the crc follows the key unaligned.
         for (i, k) in [
@@ -1218,7 +1220,7 @@ mod tests {
                 ValueIn::Shared(shared.clone(), Some(0xdead_beef)),
             );
             l.insert(k, seq + 5, Kind::Put, ValueIn::Shared(shared.clone(), None));
-            let loc = crate::wal::WalLoc {
+            let loc = crate::journal::wal::WalLoc {
                 segment: 0x0102_0304_0506_0708 + i as u64,
                 offset: u64::MAX - i as u64,
             };

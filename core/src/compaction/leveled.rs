@@ -28,12 +28,13 @@
 //!   file. All of it (tables, new value log, garbage, removal of files left
 //!   without pointers) is one manifest edit.
 
-use crate::db::{finish_table, finish_vlog, CfInner, DbInner, FileHandle, Levels, SuperVersion};
+use crate::db::database::{finish_table, finish_vlog, DbInner};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::Kind;
-use crate::manifest::{EditOp, NUM_LEVELS};
-use crate::sst::{self, TableBuilder, TableIter};
+use crate::table::sst::{self, TableBuilder, TableIter};
+use crate::version::levels::{CfInner, FileHandle, Levels, SuperVersion};
+use crate::version::manifest::{EditOp, NUM_LEVELS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -60,7 +61,7 @@ struct Job {
 #[derive(Default)]
 struct VlogDelta {
     garbage: BTreeMap<u64, u64>,
-    new_file: Option<crate::db::VlogOutFile>,
+    new_file: Option<crate::db::database::VlogOutFile>,
 }
 
 /// k-way merge of table iterators in internal-key order.
@@ -120,7 +121,7 @@ impl DbInner {
                 }
             }
             if failed {
-                backoff = crate::db::next_backoff(backoff);
+                backoff = crate::db::database::next_backoff(backoff);
                 if !self.bg_sleep(backoff) {
                     return;
                 }
@@ -584,7 +585,7 @@ impl DbInner {
         paced: bool,
     ) -> Result<(Vec<Arc<FileHandle>>, VlogDelta)> {
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        let mut vo = crate::vlog::VlogOut::new(&self.dir, &alloc, None);
+        let mut vo = crate::vlog::file::VlogOut::new(&self.dir, &alloc, None);
         let mut garbage: BTreeMap<u64, u64> = BTreeMap::new();
         let mut snaps = self.live_snapshots();
         snaps.push(u64::MAX);
@@ -615,7 +616,7 @@ impl DbInner {
             let mut last_stripe = usize::MAX;
             let mut dead = |k: Kind, v: &[u8]| {
                 if k == Kind::ValuePtr {
-                    if let Some(p) = crate::vlog::Ptr::decode(v) {
+                    if let Some(p) = crate::vlog::file::Ptr::decode(v) {
                         *garbage.entry(p.file).or_insert(0) += p.len;
                     }
                 }
@@ -639,14 +640,14 @@ impl DbInner {
                 if *k != Kind::ValuePtr {
                     continue;
                 }
-                let Some(p) = crate::vlog::Ptr::decode(v) else {
+                let Some(p) = crate::vlog::file::Ptr::decode(v) else {
                     continue;
                 };
                 if !relocate.contains(&p.file) {
                     continue;
                 }
                 // Relocation reads each value once: not through the cache.
-                let value = crate::vlog::resolve(&lv.vlogs, &self.dir, None, v)?;
+                let value = crate::vlog::file::resolve(&lv.vlogs, &self.dir, None, v)?;
                 let np = vo.put(user, &value)?.to_vec();
                 dead(Kind::ValuePtr, v);
                 *v = np;
@@ -682,7 +683,7 @@ impl DbInner {
 
         // Bytes merged since the last call to the pacer.
         let mut unpaced = 0u64;
-        let probe = crate::pacer::Probe {
+        let probe = crate::compaction::pacer::Probe {
             l0_files: &|| cf.current().levels.levels[0].len(),
             disk_reads: &|| self.cache.table_disk_reads.load(Ordering::Relaxed),
             stop: &|| self.is_shutdown(),

@@ -40,7 +40,7 @@
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::options::{CfOptions, Compression};
-use crate::vlog::VlogFormat;
+use crate::vlog::file::VlogFormat;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -552,7 +552,7 @@ pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
     let path = dir.join(manifest_name(num));
     let mut st = State::default();
     let mut records = 0u64;
-    crate::wal::read_segment(&path, true, |payload, off| {
+    crate::journal::wal::read_segment(&path, true, |payload, off| {
         let ops = decode_edit(payload)
             .ok_or_else(|| Error::corruption(&path, off, "undecodable manifest edit"))?;
         st.apply(&ops)
@@ -637,7 +637,7 @@ impl ManifestWriter {
             return Err(Error::Poisoned);
         }
         let mut framed = Vec::new();
-        crate::wal::frame_record(&mut framed, &encode_edit(ops));
+        crate::journal::wal::frame_record(&mut framed, &encode_edit(ops));
         if let Err(e) = self.file.write_all_at(&framed, self.size) {
             if self.file.set_len(self.size).is_err() {
                 self.broken = true;

@@ -68,10 +68,10 @@
 //! not twice (WAL, then value log).
 
 use crate::bytes::SharedBytes;
-use crate::cache::BlockCache;
 use crate::coding::{crc32, put_varint, Reader};
 use crate::error::{Error, Result};
 use crate::fsutil::DirectIo;
+use crate::table::cache::BlockCache;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -202,7 +202,7 @@ impl VlogWriter {
         // Only what left `out`'s buffer is in the file.
         let in_file = self.offset - self.out.buffer().len() as u64;
         let n = in_file.saturating_sub(self.written_back);
-        if n >= crate::wal::WRITEBACK_BYTES {
+        if n >= crate::journal::wal::WRITEBACK_BYTES {
             crate::fsutil::start_writeback(self.out.get_ref(), self.written_back, n);
             self.written_back = in_file;
         }
@@ -482,7 +482,7 @@ pub(crate) fn adopt_wal_segment(
     no: u64,
     dio: Option<&Arc<DirectIo>>,
 ) -> Result<VlogFile> {
-    let from = crate::wal::segment_path(dir, segment);
+    let from = crate::journal::wal::segment_path(dir, segment);
     let to = vlog_path(dir, no);
     std::fs::hard_link(&from, &to).map_err(|e| {
         Error::io(

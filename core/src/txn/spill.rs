@@ -25,13 +25,13 @@
 //! they are reopened, their keys locked, and the xid is listed by
 //! `Db::recover_prepared`. Unreferenced `.prep` files are deleted at open.
 
-use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{Kind, MAX_SEQ};
-use crate::memtable::Memtable;
+use crate::memtable::buffer::Memtable;
 use crate::options::Compression;
-use crate::sst::{Table, TableBuilder, TableIter};
+use crate::table::cache::BlockCache;
+use crate::table::sst::{Table, TableBuilder, TableIter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

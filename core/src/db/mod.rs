@@ -1,0 +1,10 @@
+//! The database: the `Db` facade and what assembles the concepts below it.
+//!
+//! Owns: open and recovery, the commit pipeline (group commit into the WAL
+//! and memtables), flush, background work, prepared (2PC) transactions, and
+//! the statistics read through `Db::metrics` (`database`).
+//!
+//! May use: every other folder of the crate; nothing below imports `db`.
+
+pub(crate) mod database;
+mod statistics;

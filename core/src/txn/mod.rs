@@ -1,0 +1,12 @@
+//! Transactions: the write set, its spill to disk, and row locks.
+//!
+//! Owns: the `Txn` handle and its write set, savepoints and iterators
+//! (`transaction`); spilling a large write set to sorted runs on disk
+//! (`spill`); the lock manager with its wait-for graph (`lock`).
+//!
+//! May use: `memtable` (a write set is a memtable), `table` (spilled runs are
+//! tables), the foundation modules.
+
+pub(crate) mod lock;
+pub(crate) mod spill;
+pub(crate) mod transaction;
