@@ -43,7 +43,6 @@ const char *private_error_text(int ha_error) {
     return "TidesDB: writes are refused after a failed sync; restart the server";
   case HA_ERR_TIDESDB_INTERNAL: return "TidesDB: internal error";
   case HA_ERR_TIDESDB_NOT_OPEN: return "TidesDB: the engine is not open";
-  case HA_ERR_TIDESDB_CONFLICT: return "TidesDB: write conflict";
   default: return NULL;
   }
 }

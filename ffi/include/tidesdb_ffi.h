@@ -218,8 +218,6 @@ int tdb_table_sample_keys(tdb_table *table, uint32_t index, uint32_t n,
 int tdb_table_stats_save(tdb_table *table, const uint8_t *blob, size_t len, int durable);
 int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
 
-/* Compacts every column family of the table (OPTIMIZE TABLE). */
-int tdb_table_compact(tdb_table *table);
 /* Compacts one column family of the table (index 0 = rows); as OPTIMIZE TABLE:
    also relocates value-log values of files with any garbage, and flushes every
    memtable first so the WAL empties. */
@@ -534,7 +532,6 @@ int tdb_ft_search(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t 
 int tdb_ft_result_next(tdb_ft_result *res, const uint8_t **pk, size_t *pk_len,
                        float *relevance);
 void tdb_ft_result_rewind(tdb_ft_result *res);
-uint64_t tdb_ft_result_count(const tdb_ft_result *res);
 /* Relevance of the row with this primary key; 0 if it does not match. */
 float tdb_ft_result_relevance(const tdb_ft_result *res, const uint8_t *pk, size_t len);
 void tdb_ft_result_free(tdb_ft_result *res);

@@ -41,7 +41,7 @@ use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode};
 use crate::catalog::CatalogWrite;
 use crate::engine::engine;
 use crate::raw;
-use crate::status::{guard, FfiError, FfiResult, Status};
+use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
 use crate::trx::Trx;
 
 const KEYS_PREFIX: &[u8] = b"keys/";
@@ -1125,36 +1125,45 @@ pub unsafe extern "C" fn tdb_fk_list_open(
 /// A list from `tdb_fk_list_open`.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_fk_list_count(list: *const FkList) -> u32 {
-    // SAFETY: NULL or a live list by contract.
-    unsafe { list.as_ref() }.map_or(0, |l| l.items.len() as u32)
+    guard_value(0, || {
+        // SAFETY: NULL or a live list by contract.
+        Ok(unsafe { list.as_ref() }.map_or(0, |l| l.items.len() as u32))
+    })
 }
 
 /// # Safety
 /// A list from `tdb_fk_list_open`; the result lives as long as the list.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_fk_list_get(list: *const FkList, i: u32) -> *const FkInfoC {
-    // SAFETY: NULL or a live list by contract.
-    match unsafe { list.as_ref() }.and_then(|l| l.items.get(i as usize)) {
-        Some(item) => {
-            // Keep the fields alive with the item (read to silence dead-code).
-            debug_assert!(item.strings.len() >= 4);
-            debug_assert!(item.child_cols.len() == item.parent_cols.len());
-            debug_assert!(item.child_parts.len() <= item.child_cols.len());
-            debug_assert!(item.parent_parts.len() <= item.parent_cols.len());
-            &item.info
-        }
-        None => std::ptr::null(),
-    }
+    guard_value(std::ptr::null(), || {
+        // SAFETY: NULL or a live list by contract.
+        Ok(
+            match unsafe { list.as_ref() }.and_then(|l| l.items.get(i as usize)) {
+                Some(item) => {
+                    // Keep the fields alive with the item (read to silence dead-code).
+                    debug_assert!(item.strings.len() >= 4);
+                    debug_assert!(item.child_cols.len() == item.parent_cols.len());
+                    debug_assert!(item.child_parts.len() <= item.child_cols.len());
+                    debug_assert!(item.parent_parts.len() <= item.parent_cols.len());
+                    &item.info as *const FkInfoC
+                }
+                None => std::ptr::null(),
+            },
+        )
+    })
 }
 
 /// # Safety
 /// NULL or a list from `tdb_fk_list_open`, not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_fk_list_free(list: *mut FkList) {
-    if !list.is_null() {
-        // SAFETY: made by Box::into_raw in tdb_fk_list_open.
-        drop(unsafe { Box::from_raw(list) });
-    }
+    guard(|| {
+        if !list.is_null() {
+            // SAFETY: made by Box::into_raw in tdb_fk_list_open.
+            drop(unsafe { Box::from_raw(list) });
+        }
+        Ok(())
+    });
 }
 
 /// The lock mode argument of `tdb_fk_probe`: no lock.

@@ -593,7 +593,10 @@ pub fn search(
 
 #[no_mangle]
 pub extern "C" fn tdb_ft_set_min_token_size(n: u32) {
-    MIN_TOKEN.store((n as usize).clamp(1, MAX_TOKEN), Ordering::Relaxed);
+    guard(|| {
+        MIN_TOKEN.store((n as usize).clamp(1, MAX_TOKEN), Ordering::Relaxed);
+        Ok(())
+    });
 }
 
 /// # Safety
@@ -662,18 +665,13 @@ pub unsafe extern "C" fn tdb_ft_result_next(
 /// `res` NULL or a live result.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_ft_result_rewind(res: *mut FtResult) {
-    // SAFETY: NULL or live by contract.
-    if let Some(r) = unsafe { res.as_mut() } {
-        r.next = 0;
-    }
-}
-
-/// # Safety
-/// `res` NULL or a live result.
-#[no_mangle]
-pub unsafe extern "C" fn tdb_ft_result_count(res: *const FtResult) -> u64 {
-    // SAFETY: NULL or live by contract.
-    unsafe { res.as_ref() }.map_or(0, |r| r.rows.len() as u64)
+    guard(|| {
+        // SAFETY: NULL or live by contract.
+        if let Some(r) = unsafe { res.as_mut() } {
+            r.next = 0;
+        }
+        Ok(())
+    });
 }
 
 /// # Safety

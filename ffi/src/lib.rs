@@ -16,8 +16,11 @@
 //! - [`status`]: status codes, the thread's last error message, and the guard that keeps
 //!   every panic on this side of the boundary.
 //!
-//! Every `extern "C"` function here runs its body inside [`status::guard`]; pointers
-//! from the caller are checked for NULL and never kept past the call.
+//! Every `extern "C"` function here runs its body inside [`status::guard`] (or
+//! [`status::guard_value`], directly or through a helper such as `with_trx`), so no
+//! panic crosses into the server; pointers from the caller are checked for NULL and
+//! never kept past the call. One exemption: `tdb_last_error` only reads this thread's
+//! last message (it cannot panic, and a guard around it would overwrite that message).
 pub mod catalog;
 pub mod cursor;
 pub mod engine;

@@ -370,16 +370,20 @@ pub unsafe extern "C" fn tdb_table_close(table: *mut Table) {
 /// `table` must be NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_index_count(table: *const Table) -> u32 {
-    // SAFETY: NULL or a live handle by contract.
-    unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count())
+    guard_value(0, || {
+        // SAFETY: NULL or a live handle by contract.
+        Ok(unsafe { table.as_ref() }.map_or(0, |t| t.shared.index_count()))
+    })
 }
 
 /// # Safety
 /// `table` must be NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_version(table: *const Table) -> u64 {
-    // SAFETY: NULL or a live handle by contract.
-    unsafe { table.as_ref() }.map_or(0, |t| t.shared.definition_version())
+    guard_value(0, || {
+        // SAFETY: NULL or a live handle by contract.
+        Ok(unsafe { table.as_ref() }.map_or(0, |t| t.shared.definition_version()))
+    })
 }
 
 /// # Safety
@@ -638,22 +642,6 @@ pub unsafe extern "C" fn tdb_table_sample_keys(
                 unsafe { found(ctx, k.as_ptr(), k.len()) };
             }
         }
-        Ok(())
-    })
-}
-
-/// # Safety
-/// Pointer arguments must be NULL or live handles / valid buffers (see the header).
-#[no_mangle]
-pub unsafe extern "C" fn tdb_table_compact(table: *mut Table) -> c_int {
-    guard(|| {
-        // SAFETY: a live handle by contract.
-        let table = unsafe { raw::handle(table) }?;
-        let db = engine()?.db.clone();
-        for cf in table.shared.cfs() {
-            db.optimize(&cf)?;
-        }
-        db.optimize(&table.shared.blob_cf())?;
         Ok(())
     })
 }

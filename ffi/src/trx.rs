@@ -15,7 +15,7 @@ use tidesdb_core::{CancelHandle, Isolation, Savepoint, Txn};
 
 use crate::engine::engine;
 use crate::raw;
-use crate::status::{guard, FfiError, FfiResult, Status};
+use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
 
 /// `tdb_trx` of the header.
 pub struct Trx {
@@ -191,7 +191,9 @@ fn with_trx(trx: *mut Trx, f: impl FnOnce(&mut Trx) -> FfiResult<()>) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn tdb_trx_new() -> *mut Trx {
-    Box::into_raw(Box::<Trx>::default())
+    guard_value(std::ptr::null_mut(), || {
+        Ok(Box::into_raw(Box::<Trx>::default()))
+    })
 }
 
 /// # Safety
@@ -239,8 +241,12 @@ pub unsafe extern "C" fn tdb_trx_snapshot(trx: *mut Trx) -> c_int {
 /// `trx` must be NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_trx_is_active(trx: *const Trx) -> c_int {
-    // SAFETY: NULL or a live handle by contract.
-    c_int::from(unsafe { trx.as_ref() }.is_some_and(|t| t.txn.is_some()))
+    guard_value(0, || {
+        // SAFETY: NULL or a live handle by contract.
+        Ok(c_int::from(
+            unsafe { trx.as_ref() }.is_some_and(|t| t.txn.is_some()),
+        ))
+    })
 }
 
 /// # Safety
