@@ -529,4 +529,4 @@ maria_declare_plugin(tidesdb){
     tidesdb::status_variables,
     tidesdb_system_variables,
     "0.1.0",
-    MariaDB_PLUGIN_MATURITY_EXPERIMENTAL} maria_declare_plugin_end;
+    MariaDB_PLUGIN_MATURITY_BETA} maria_declare_plugin_end;
