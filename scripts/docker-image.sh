@@ -40,9 +40,15 @@ ensure_daemon() {
     # Debian's /etc/init.d/docker stops at `ulimit -n 1048576` where that is not
     # allowed (containers, sandboxes); dockerd itself runs fine.
     as_root setsid nohup dockerd > "$WORK/dockerd.log" 2>&1 < /dev/null &
-    echo $! > "$WORK/dockerd.started"
   fi
-  for _ in $(seq 1 60); do "$DOCKER" info > /dev/null 2>&1 && return 0; sleep 0.5; done
+  for _ in $(seq 1 60); do
+    if "$DOCKER" info > /dev/null 2>&1; then
+      # Its own pid file (setsid may fork, so not $!): who started it can stop it.
+      [ -d /run/systemd/system ] || cp /var/run/docker.pid "$WORK/dockerd.started"
+      return 0
+    fi
+    sleep 0.5
+  done
   echo "docker-image: dockerd did not start; see $WORK/dockerd.log" >&2; exit 1
 }
 
