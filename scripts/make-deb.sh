@@ -79,6 +79,22 @@ if [ -x "$BUILD/tidesdb-backup" ]; then
   install -m 0755 "$BUILD/tidesdb-backup" "$STAGE/usr/bin/tidesdb-backup"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$STAGE/usr/bin/tidesdb-backup"
   binaries+=("$STAGE/usr/bin/tidesdb-backup")
+  # Its manual page is its --help (as help2man makes one), so the two never disagree.
+  if help_text=$("$BUILD/tidesdb-backup" --help 2>&1) && [ -n "$help_text" ]; then
+    mkdir -p "$STAGE/usr/share/man/man1"
+    {
+      echo ".TH TIDESDB-BACKUP 1 \"$(date -u -d "@$SOURCE_DATE_EPOCH" +%F)\" \"$PKG $VERSION\" \"User Commands\""
+      echo ".SH NAME"
+      echo "tidesdb-backup \\- online backup and restore of a MariaDB server's TidesDB tables"
+      echo ".SH DESCRIPTION"
+      echo ".nf"
+      sed 's/\\/\\e/g; s/^\([.'"'"']\)/\\\&\1/' <<<"$help_text"
+      echo ".fi"
+      echo ".SH SEE ALSO"
+      echo "/usr/share/doc/$PKG/"
+    } | gzip -9n > "$STAGE/usr/share/man/man1/tidesdb-backup.1.gz"
+    chmod 0644 "$STAGE/usr/share/man/man1/tidesdb-backup.1.gz"
+  fi
 fi
 install -m 0644 "$SRC/$CNF_NAME" "$STAGE/etc/mysql/mariadb.conf.d/$CNF_NAME"
 install -m 0644 "$SRC/copyright" "$STAGE/usr/share/doc/$PKG/copyright"
