@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make test-deb`: the .deb of `make deb` in this machine's own MariaDB, the way a user
-# installs it: `apt install ./...deb`, the system server restarted the Debian way
+# `make test-deb`: lintian on the .deb of `make deb` (no error or warning), then the
+# package in this machine's own MariaDB, the way a user installs it:
+# `apt install ./...deb`, the system server restarted the Debian way
 # (systemctl where systemd runs, else `service mariadb`, i.e. /etc/init.d/mariadb).
 #   an older build (a lower version, built here) installed; ENGINE=TidesDB works and
 #   survives a restart; upgraded to the new build; installed a second time; removed
@@ -30,6 +31,10 @@ fail() { echo "test-deb: FAIL: $*" >&2; exit 1; }
 NEW=${1:-$(ls -t "$ROOT"/target/deb/${PKG}_*_amd64.deb 2>/dev/null | head -n1)}
 [ -f "$NEW" ] || fail "no .deb (make deb)"
 new_version=$(dpkg-deb -f "$NEW" Version)
+
+# --- the package itself: lintian, no error and no warning (make setup installs it)
+command -v lintian > /dev/null || apt-get install -y -qq --no-install-recommends lintian > /dev/null
+lintian --fail-on error,warning "$NEW" || fail "lintian: $NEW"
 
 # --- the system server: nobody else may be using it
 sql() { mariadb -uroot --socket="$SOCK" -N -B -e "$1"; }
