@@ -77,7 +77,8 @@ local_base() {
 ensure_daemon
 [ "${1:-}" = daemon ] && exit 0
 
-DEB=${DEB:-$(ls -t "$ROOT"/target/deb/mariadb-plugin-tidesdb_*_amd64.deb 2>/dev/null | head -n1)}
+# The newest build for the server series MARIADB names (make-deb's +mariadb<version>).
+DEB=${DEB:-$(ls -t "$ROOT"/target/deb/mariadb-plugin-tidesdb_*+mariadb"${MARIADB:-10.11}".*_amd64.deb 2>/dev/null | head -n1)}
 [ -f "$DEB" ] || { echo "docker-image: no .deb (make deb)" >&2; exit 1; }
 version=$(dpkg-deb -f "$DEB" Version)
 server=$(dpkg-deb -f "$DEB" Depends | sed -n 's/.*mariadb-server (= \([^)]*\)).*/\1/p')

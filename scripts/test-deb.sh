@@ -24,11 +24,12 @@ DB=tidesdb_pkg_test
 export DEBIAN_FRONTEND=noninteractive
 started=$(date +%s)
 
-say() { echo "test-deb: $*"; }
+say() { echo "test-deb: [+$(( $(date +%s) - started ))s] $*"; }
 fail() { echo "test-deb: FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (apt, the system server)"
 
-NEW=${1:-$(ls -t "$ROOT"/target/deb/${PKG}_*_amd64.deb 2>/dev/null | head -n1)}
+# The newest build for the server series MARIADB names (make-deb's +mariadb<version>).
+NEW=${1:-$(ls -t "$ROOT"/target/deb/mariadb-plugin-tidesdb_*+mariadb"${MARIADB:-10.11}".*_amd64.deb 2>/dev/null | head -n1)}
 [ -f "$NEW" ] || fail "no .deb (make deb)"
 new_version=$(dpkg-deb -f "$NEW" Version)
 

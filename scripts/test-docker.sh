@@ -14,7 +14,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$ROOT/target/docker
 started=$(date +%s)
-say() { echo "test-docker: $*"; }
+say() { echo "test-docker: [+$(( $(date +%s) - started ))s] $*"; }
 fail() { echo "test-docker: FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (docker)"
 
