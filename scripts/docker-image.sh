@@ -23,7 +23,8 @@ LOCAL_BASE=tidesdb/debian-base:$SUITE
 # docker.io's own client: a newer one found first on the PATH may expect BuildKit.
 if [ -x /usr/bin/docker ]; then DOCKER=${DOCKER:-/usr/bin/docker}; else DOCKER=${DOCKER:-docker}; fi
 mkdir -p "$WORK"
-say() { echo "docker-image: $*"; }
+started=$(date +%s)
+say() { echo "docker-image: [+$(( $(date +%s) - started ))s] $*"; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 ensure_daemon() {
