@@ -7,7 +7,8 @@
 #     becomes healthy (its HEALTHCHECK), TidesDB is loaded and the default engine, the
 #     script's table is a TidesDB table; a client connects over the network (TCP) as
 #     root, creates a TidesDB table and writes rows;
-#   - `docker restart`: the rows are there (the data volume kept them).
+#   - `docker restart`: the rows are there (the data volume kept them);
+#   - MARIADB_ALLOW_EMPTY_ROOT_PASSWORD, MARIADB_DATABASE and MARIADB_USER work.
 # The container and its volume are removed at the end, and dockerd stopped if this
 # test started it (DOCKER_KEEP_DAEMON=1 keeps it). Needs root.
 set -euo pipefail
@@ -34,7 +35,7 @@ cleanup() {
   local rc=$?
   set +e
   if [ $rc != 0 ]; then "$DOCKER" logs --tail 40 "$NAME" 2>&1 | sed 's/^/  container: /' >&2; fi
-  "$DOCKER" rm -f "$NAME" "$NAME-nopw" > /dev/null 2>&1
+  "$DOCKER" rm -f "$NAME" "$NAME-nopw" "$NAME-app" > /dev/null 2>&1
   "$DOCKER" volume rm -f "$VOL" > /dev/null 2>&1
   if [ $was_running = no ] && [ -z "${DOCKER_KEEP_DAEMON:-}" ] && [ -f "$WORK/dockerd.started" ]; then
     local pid; pid=$(cat "$WORK/dockerd.started")
@@ -64,14 +65,14 @@ SQL
   -v "$INIT:/docker-entrypoint-initdb.d:ro" "$image" > /dev/null
 
 wait_healthy() {
-  local s
+  local s c=${1:-$NAME}
   for _ in $(seq 1 120); do
-    s=$("$DOCKER" inspect -f '{{.State.Health.Status}}' "$NAME" 2> /dev/null || echo gone)
+    s=$("$DOCKER" inspect -f '{{.State.Health.Status}}' "$c" 2> /dev/null || echo gone)
     case "$s" in healthy) return 0 ;; gone|unhealthy) break ;; esac
-    [ "$("$DOCKER" inspect -f '{{.State.Running}}' "$NAME")" = true ] || break
+    [ "$("$DOCKER" inspect -f '{{.State.Running}}' "$c")" = true ] || break
     sleep 1
   done
-  fail "container not healthy ($s)"
+  fail "container $c not healthy ($s)"
 }
 wait_healthy
 ip=$("$DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$NAME")
@@ -103,3 +104,15 @@ expect "init script's rows after restart" "$(sql "SELECT COUNT(*), SUM(qty) FROM
   || fail "the init script was not reported as run"
 [ "$("$DOCKER" logs "$NAME" 2>&1 | grep -c 'initialising the data volume')" = 1 ] \
   || fail "the data volume was initialised again on restart"
+
+say "4. MARIADB_ALLOW_EMPTY_ROOT_PASSWORD, MARIADB_DATABASE, MARIADB_USER / MARIADB_PASSWORD"
+"$DOCKER" run -d --name "$NAME-app" -e MARIADB_ALLOW_EMPTY_ROOT_PASSWORD=1 -e MARIADB_DATABASE=app \
+  -e MARIADB_USER=appuser -e MARIADB_PASSWORD=apppw "$image" > /dev/null
+wait_healthy "$NAME-app"
+app_sql() { "$DOCKER" exec "$NAME-app" mariadb -h 127.0.0.1 --protocol=tcp "$@"; }
+app_sql -uappuser -papppw app -e "CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (1), (2)"
+expect "the user's table" "$(app_sql -uappuser -papppw -N -B -e "SELECT engine, table_rows > 0 FROM information_schema.tables WHERE table_schema = 'app'")" "TidesDB	1"
+expect "root without a password" "$(app_sql -uroot -N -B -e 'SELECT COUNT(*) FROM app.t')" 2
+if app_sql -uappuser -papppw -e "CREATE DATABASE other" > /dev/null 2>&1; then
+  fail "MARIADB_USER got rights beyond MARIADB_DATABASE"
+fi
