@@ -34,6 +34,7 @@
 #include "foreign_keys.h"
 #include "key_codec.h"
 #include "row_codec.h"
+#include "cost_model.h"
 #include "status.h"
 #include "table_options.h"
 #include "spatial.h"
@@ -186,6 +187,20 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
     my_error(ER_ILLEGAL_HA_CREATE_OPTION, MYF(0), "TidesDB", "ROW_TYPE");
     return HA_WRONG_CREATE_OPTION;
   }
+  /* Every table's files live in the engine's own directory (<datadir>/#tidesdb, one
+     set of files for all tables): a DATA DIRECTORY cannot be honoured, so it is
+     refused rather than dropped. INDEX DIRECTORY is ignored with a warning, as
+     InnoDB does. */
+  if (info->data_file_name) {
+    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                    "TidesDB keeps every table in <datadir>/#tidesdb: DATA DIRECTORY is not "
+                    "supported",
+                    MYF(0));
+    return HA_WRONG_CREATE_OPTION;
+  }
+  if (info->index_file_name)
+    push_warning_printf(ha_thd(), Sql_condition::WARN_LEVEL_WARN, WARN_OPTION_IGNORED,
+                        ER_THD(ha_thd(), WARN_OPTION_IGNORED), "INDEX DIRECTORY");
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
@@ -1293,19 +1308,23 @@ int ha_tidesdb::index_last(uchar *buf) { return index_edge(buf, false); }
 /* Up to this estimate, info() counts a table's rows exactly (a short scan). */
 static const uint64_t SMALL_TABLE_ROWS = 1000;
 
-ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
+ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback, uint64_t committed_seq) {
   std::lock_guard<std::mutex> guard(m_share->count_mutex);
-  /* Every write adds an entry to the engine's estimate, so an unchanged estimate
-     means the count taken at it still holds: statements on a table nobody writes
-     do not rescan it. */
-  if (m_share->count_stamp == fallback) return m_share->count_rows;
+  /* No commit since the count (committed_seq unchanged) and the same estimate: the
+     count still holds, so statements on tables nobody writes do not rescan them.
+     (The estimate alone is no stamp: a flush can drop as many entries as a write
+     added, and the count was then one row short, unstable from run to run.) */
+  if (m_share->count_stamp == fallback && m_share->count_seq == committed_seq)
+    return m_share->count_rows;
   tdb_trx *t = tdb_trx_new();
   tdb_cursor *c = nullptr;
   ha_rows n = 0;
   bool ok = false;
-  /* Any secondary index has one small entry per row: cheaper to walk than rows
-     that may carry large BLOBs. */
-  uint32_t index = tdb_table_index_count(m_tbl) > 0 ? 1 : 0;
+  /* A secondary index other than FULLTEXT (one entry per word) has one small entry
+     per row: cheaper to walk than rows that may carry large BLOBs. */
+  uint32_t index = 0;
+  for (uint k = 0; k < table->s->keys && !index; k++)
+    if (!is_pk(k) && !is_fulltext(&table->key_info[k])) index = engine_index(k);
   if (t && !tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) && !tdb_cursor_open(t, m_tbl, index, &c)) {
     int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
     for (; st == TDB_OK && n <= SMALL_TABLE_ROWS * 4; st = tdb_cursor_next(c)) n++;
@@ -1315,6 +1334,7 @@ ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
   if (t) tdb_trx_free(t);
   if (!ok) return (ha_rows)fallback;
   m_share->count_stamp = fallback;
+  m_share->count_seq = committed_seq;
   m_share->count_rows = n;
   return n;
 }
@@ -1371,7 +1391,7 @@ int ha_tidesdb::info(uint flag) {
          small table a few UPDATEs inflate it by a large factor and change join
          orders (a multi-table UPDATE's result depends on its join order). Small
          tables are counted exactly instead; see SMALL_TABLE_ROWS. */
-      if (s.approx_rows <= SMALL_TABLE_ROWS) stats.records = count_rows_committed(s.approx_rows);
+      if (s.approx_rows <= SMALL_TABLE_ROWS) stats.records = count_rows_committed(s.approx_rows, s.committed_seq);
       if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
       stats.deleted = 0;
       stats.data_file_length = s.data_bytes;
@@ -1382,7 +1402,7 @@ int ha_tidesdb::info(uint flag) {
     }
   }
   if (flag & HA_STATUS_CONST) {
-    stats.block_size = 8192;
+    stats.block_size = cost::PAGE_BYTES; /* InnoDB's: handler::keyread_time uses it */
     if (m_share) {
       std::lock_guard<std::mutex> guard(m_share->count_mutex);
       if (!m_share->stats_loaded) {
@@ -1507,13 +1527,15 @@ ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
   return n ? (ha_rows)n : 1;
 }
 
+/* Costs as InnoDB's: cost_model.h. */
 double ha_tidesdb::scan_time() {
-  return (double)(stats.data_file_length / IO_SIZE) + (double)stats.records / 20.0 + 2;
+  return cost::scan_time(cost::table_pages(stats.data_file_length));
 }
 
 double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
-  if (index == table->s->primary_key) return (double)ranges + (double)rows / 20.0;
-  return (double)ranges + (double)rows;
+  if (index != table->s->primary_key) return cost::secondary_read_time(ranges, (double)rows);
+  return cost::primary_read_time(ranges, (double)rows, (double)estimate_rows_upper_bound(),
+                                 cost::table_pages(stats.data_file_length));
 }
 
 /* Entries of an index a measurement reads at most: ANALYZE TABLE up to

@@ -67,6 +67,7 @@ public:
      engine's entry estimate it was taken at: unchanged estimate, unchanged table. */
   std::mutex count_mutex;
   uint64_t count_stamp = UINT64_MAX;
+  uint64_t count_seq = UINT64_MAX; /* the engine's committed sequence at the count */
   ha_rows count_rows = 0;
   /* Index cardinality measured by ANALYZE TABLE: rec_per_key[key][part], empty
      until then. */
@@ -387,7 +388,7 @@ private:
      a TDB_* status. */
   int rewrite_old_rows(THD *thd, ha_rows *rewritten);
   /* The number of committed rows, counted by a scan (fallback if it fails). */
-  ha_rows count_rows_committed(uint64_t fallback);
+  ha_rows count_rows_committed(uint64_t fallback, uint64_t committed_seq);
   /* persist_only: a failed insert InnoDB's persisted counter would cover. */
   void observe_auto_increment(const uchar *rec, bool persist_only = false);
   ulonglong ensure_auto_increment_seeded();

@@ -210,6 +210,9 @@ struct tdb_table_stats {
   uint64_t data_bytes;
   uint64_t index_bytes;
   uint64_t free_bytes;
+  /* The engine's latest committed sequence number, read before the sizes: while it
+     is unchanged no transaction has committed (a count of the rows still holds). */
+  uint64_t committed_seq;
 };
 int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
 /* Approximate number of keys of an index between two encoded bounds (NULL = open). */

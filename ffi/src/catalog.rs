@@ -102,7 +102,11 @@ impl TableMeta {
 
     fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(META_V2_HEAD + 4 * self.index_nos.len());
-        v.push(if self.columns.is_some() { META_V3 } else { META_V2 });
+        v.push(if self.columns.is_some() {
+            META_V3
+        } else {
+            META_V2
+        });
         v.extend_from_slice(&self.table_id.to_le_bytes());
         v.extend_from_slice(&self.n_indexes().to_le_bytes());
         v.extend_from_slice(&self.auto_increment.to_le_bytes());
@@ -146,7 +150,9 @@ impl TableMeta {
             {
                 let columns_at = META_V2_HEAD + 4 * n as usize;
                 let columns = match version {
-                    META_V3 => Some(ColumnVersions::decode(&bytes[columns_at..]).ok_or_else(corrupt)?),
+                    META_V3 => {
+                        Some(ColumnVersions::decode(&bytes[columns_at..]).ok_or_else(corrupt)?)
+                    }
                     _ if bytes.len() == columns_at => None,
                     _ => return Err(corrupt()),
                 };

@@ -148,24 +148,21 @@ impl ColumnVersions {
     /// Decodes the section at the start of `bytes`; None if it is damaged or
     /// does not end exactly at the end of `bytes`.
     pub fn decode(bytes: &[u8]) -> Option<ColumnVersions> {
-        let mut at = 0usize;
-        let mut u32_next = || -> Option<u32> {
-            let b = bytes.get(at..at + 4)?;
-            at += 4;
-            Some(u32::from_le_bytes(b.try_into().ok()?))
+        let u32_at = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
         };
-        let current = u32_next()?;
-        let next_id = u32_next()?;
-        let n = u32_next()? as usize;
-        drop(u32_next);
+        let current = u32_at(0)?;
+        let next_id = u32_at(4)?;
+        let n = u32_at(8)? as usize;
+        let mut at = 12usize;
         let mut versions = Vec::new();
         for _ in 0..n {
-            let version = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
-            let count = u32::from_le_bytes(bytes.get(at + 4..at + 8)?.try_into().ok()?) as usize;
+            let version = u32_at(at)?;
+            let count = u32_at(at + 4)? as usize;
             at += 8;
             let mut cols = Vec::with_capacity(count.min(4096));
             for _ in 0..count {
-                let id = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
+                let id = u32_at(at)?;
                 let flags = *bytes.get(at + 4)?;
                 at += 5;
                 cols.push(StoredColumn { id, flags });
@@ -204,7 +201,9 @@ mod tests {
     use super::*;
 
     fn cols(ids: &[u32]) -> Vec<StoredColumn> {
-        ids.iter().map(|&id| StoredColumn { id, flags: 0 }).collect()
+        ids.iter()
+            .map(|&id| StoredColumn { id, flags: 0 })
+            .collect()
     }
 
     #[test]

@@ -617,6 +617,7 @@ pub struct TableStats {
     pub data_bytes: u64,
     pub index_bytes: u64,
     pub free_bytes: u64,
+    pub committed_seq: u64,
 }
 
 /// # Safety
@@ -632,6 +633,7 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
             data_bytes: 0,
             index_bytes: 0,
             free_bytes: 0,
+            committed_seq: db.latest_sequence(),
         };
         // Value-log files hold the large values: they are the table's bytes as
         // much as its table files are (InnoDB counts off-page columns too).
