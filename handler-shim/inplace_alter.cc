@@ -26,11 +26,20 @@
   - The commit point is one engine transaction replacing the table's catalog entry
     with its new index list (tdb_index_build_commit). A crash before it leaves only
     unnamed families, dropped at the next start.
-  - ADD COLUMN after the last column (INSTANT): no row is rewritten. A row keeps
-    the column count it was written with, and decode_row gives the columns added
-    since their defaults (row_codec.h), as InnoDB's instant ADD COLUMN does. Only
-    columns whose default is a constant of the record image qualify (see
-    instant_add_refusal); the old columns must keep their NULL-bit positions.
+  - Column changes (INSTANT, as InnoDB's instant ALTER: no row is rewritten):
+    on a table with column definition versions (every table created since they
+    exist; ffi/src/columns.rs) ADD COLUMN anywhere, DROP COLUMN, moving columns,
+    NOT NULL -> NULL of a column outside any key, the first VARCHAR / BLOB of a
+    table of fixed-size columns. The prepare derives the next version (each new
+    stored column an old one, by position, or new: tdb_index_build_set_columns)
+    and the commit installs it with the index list; a row is read through the
+    version it was written with (row_codec.h, version 3) until it is next
+    written or OPTIMIZE TABLE rewrites it. New columns need a default that is a
+    constant of the record image (instant_columns_refusal). A table created
+    before versions existed only adds columns last (instant_add_refusal: a row
+    keeps the column count it was written with and reads the columns added
+    since as their defaults; the old columns must keep their NULL-bit
+    positions) until a copying ALTER rebuilds it.
   Online ADD INDEX (ha_alter_info->online):
   - The server runs prepare_inplace_alter_table under an exclusive metadata lock
     (mysql_inplace_alter_table upgrades to MDL_EXCLUSIVE before the prepare for
@@ -80,9 +89,8 @@
     entries from records of the old definition, so each new key part's column
     must have the same type, length and position in both.
 
-  Everything else (column types, NULL-ability, column order, columns added
-  elsewhere or with an expression default, dropping columns, primary key
-  changes, partitioned tables) is refused here, so the server
+  Everything else (column types, NOT NULL, columns added with an expression
+  default, primary key changes, partitioned tables) is refused here, so the server
   falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
   statement asked for INPLACE, NOCOPY or INSTANT.
 */
