@@ -195,6 +195,7 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   if (st) return fail(st);
   st = fk_register_keys(name, form);
   int err = st ? fail(st) : fk_define(ha_thd(), name);
+  if (!err) err = ft_fix_index_settings(ha_thd(), name, form);
   if (err) tdb_table_drop(name);
   return err;
 }
@@ -1264,7 +1265,10 @@ ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
   bool ok = false;
   /* Any secondary index has one small entry per row: cheaper to walk than rows
      that may carry large BLOBs. */
-  uint32_t index = tdb_table_index_count(m_tbl) > 0 ? 1 : 0;
+  uint32_t index = 0;
+  /* A FULLTEXT index has an entry per word, not per row: never counted. */
+  for (uint k = 0; k < table->s->keys && !index; k++)
+    if (!is_pk(k) && !(table->key_info[k].flags & HA_FULLTEXT)) index = engine_index(k);
   if (t && !tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) && !tdb_cursor_open(t, m_tbl, index, &c)) {
     int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
     for (; st == TDB_OK && n <= SMALL_TABLE_ROWS * 4; st = tdb_cursor_next(c)) n++;
@@ -1749,7 +1753,8 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     st = TDB_OK;
     ha_rows want = rows;
     for (uint k = 0; k < table->s->keys; k++)
-      if (!is_pk(k) && engine_index(k) == idx && is_fulltext(&table->key_info[k])) want = ft_words[k];
+      if (!is_pk(k) && engine_index(k) == idx && is_fulltext(&table->key_info[k]))
+        want = ft_words[k] + tdb_ft_meta_entries(t, m_tbl, idx);
     if (entries != want) report("an index has a different number of entries than the table has rows");
   }
   thd_progress_end(thd);
