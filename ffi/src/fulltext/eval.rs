@@ -209,8 +209,7 @@ impl<'a> Eval<'a> {
         if revisit {
             let mut wbi = false;
             for &c in &children {
-                if matches!(ast.nodes[c].kind, Kind::List(_)) && ast.nodes[c].oper != Oper::Ignore
-                {
+                if matches!(ast.nodes[c].kind, Kind::List(_)) && ast.nodes[c].oper != Oper::Ignore {
                     self.visit(ast, Oper::ExistSkip, c, &mut wbi)?;
                 }
             }
@@ -427,10 +426,7 @@ impl<'a> Eval<'a> {
             Some(r) => Some(r),
             None => self.doc_ids.get_mut(pk),
         };
-        if let Some(Ranking {
-            words: Some(w), ..
-        }) = r
-        {
+        if let Some(Ranking { words: Some(w), .. }) = r {
             w.insert(pos);
         }
     }
@@ -530,10 +526,10 @@ impl<'a> Eval<'a> {
         // several columns (a phrase never spans two).
         if orig.len() == tokens.len() && self.src.single_column() {
             return Ok(starts.iter().any(|&s| {
-                lists
-                    .iter()
-                    .enumerate()
-                    .all(|(k, l)| l.get(pk).is_some_and(|p| p.binary_search(&(s + k as u32)).is_ok()))
+                lists.iter().enumerate().all(|(k, l)| {
+                    l.get(pk)
+                        .is_some_and(|p| p.binary_search(&(s + k as u32)).is_ok())
+                })
             }));
         }
         let Some(columns) = self.src.document(pk)? else {
@@ -575,7 +571,11 @@ impl<'a> Eval<'a> {
             }
         }
         for word in &self.word_vector {
-            if self.wildcard_words.as_ref().is_some_and(|s| s.contains(word)) {
+            if self
+                .wildcard_words
+                .as_ref()
+                .is_some_and(|s| s.contains(word))
+            {
                 tokens.retain(|t| !t.starts_with(word.as_str()));
             } else {
                 tokens.remove(word);

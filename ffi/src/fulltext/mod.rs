@@ -258,7 +258,9 @@ pub unsafe extern "C" fn tdb_ft_meta_entries(trx: *mut Trx, table: *mut Table, i
         // SAFETY: as above.
         let table = unsafe { raw::handle(table) }?;
         let cf = table.shared.cf(index)?;
-        Ok(u64::from(trx.txn()?.get(&cf, settings::SETTINGS_KEY)?.is_some()))
+        Ok(u64::from(
+            trx.txn()?.get(&cf, settings::SETTINGS_KEY)?.is_some(),
+        ))
     })
 }
 

@@ -36,9 +36,15 @@ pub enum Oper {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Kind {
     Oper,
-    Term { word: String, wildcard: bool },
+    Term {
+        word: String,
+        wildcard: bool,
+    },
     /// A phrase; `distance` from `@N` (proximity).
-    Text { text: String, distance: Option<u64> },
+    Text {
+        text: String,
+        distance: Option<u64>,
+    },
     List(Vec<usize>),
     SubExp(Vec<usize>),
 }
@@ -427,14 +433,23 @@ mod tests {
             err("tut**"),
             "syntax error, unexpected $end, expecting FTS_TERM or FTS_NUMB or '*'"
         );
-        for ok in ["()", "**tut", "\"unclosed", "mysql%", "a (b) +(c -d) \"x y\" @3", ""] {
+        for ok in [
+            "()",
+            "**tut",
+            "\"unclosed",
+            "mysql%",
+            "a (b) +(c -d) \"x y\" @3",
+            "",
+        ] {
             assert_eq!(err(ok), "ok", "{ok}");
         }
     }
 
     #[test]
     fn tree_shape() {
-        let ast = parse("+abc,bcd c*", true, &Settings::legacy(), true).ok().unwrap_or_default();
+        let ast = parse("+abc,bcd c*", true, &Settings::legacy(), true)
+            .ok()
+            .unwrap_or_default();
         let root = ast.root.expect("root");
         let Kind::List(top) = &ast.nodes[root].kind else {
             panic!("top is a list")

@@ -137,4 +137,3 @@ fn relevance_is_tf_idf_squared() {
     let idf = (4.0f64 / 2.0).log10();
     assert_eq!(r, vec![(2, (idf * idf) as f32), (3, (idf * idf) as f32)]);
 }
-
