@@ -169,8 +169,11 @@ def run(args):
                     bad += 1
                     print("DIFF (stopwords %s) MATCH(%s) AGAINST (%s)" % (
                         "on" if stop else "off", cols, against))
-                    for name, (err, rows) in zip(("InnoDB", "TidesDB"), res):
-                        print("  %s: err=%s rows=%s" % (name, err, (rows or [])[:12]))
+                    (ei, ri), (et, rt) = res
+                    ri, rt = list(ri or []), list(rt or [])
+                    print("  errors: InnoDB %s, TidesDB %s; rows %d / %d" % (ei, et, len(ri), len(rt)))
+                    print("  only InnoDB: %s" % [r for r in ri if r not in rt][:8])
+                    print("  only TidesDB: %s" % [r for r in rt if r not in ri][:8])
         c.close()
     finally:
         server.stop()

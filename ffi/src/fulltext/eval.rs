@@ -582,6 +582,10 @@ impl<'a> Eval<'a> {
             }
         }
         self.oper = Oper::None;
+        // InnoDB adds them in its collation's order (a word's weight: its upper
+        // case for the ci collations), which sets the order relevance is summed in.
+        let mut tokens: Vec<String> = tokens.into_iter().collect();
+        tokens.sort_by_cached_key(|t| t.to_uppercase());
         for t in tokens {
             self.word_freqs.entry(t.clone()).or_default();
             self.read_word(&t, false)?;
