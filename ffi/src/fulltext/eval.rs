@@ -318,16 +318,25 @@ impl<'a> Eval<'a> {
     /// Reads a word's postings (all words with the prefix for a wildcard) and feeds
     /// them through the current operator (fts_query_filter_doc_ids).
     fn read_word(&mut self, token: &str, wildcard: bool) -> FfiResult<()> {
+        // The word's statistics are gathered apart and merged once (the first tf
+        // of a row wins, as InnoDB's), its place among matched words looked up once.
+        let mut docs = 0u64;
+        let mut freqs: Vec<(Vec<u8>, u32)> = Vec::new();
+        let mut pos = self.word_map.get(token).copied();
         for (_, postings) in self.src.postings(token, wildcard)? {
             for (pk, positions) in postings {
-                let wf = self.word_freqs.entry(token.to_string()).or_default();
-                wf.doc_count += 1;
-                let f = wf.doc_freqs.entry(pk.clone()).or_insert(0);
-                if *f == 0 {
-                    *f = positions.len() as u32;
-                }
+                docs += 1;
                 self.process_doc_id(&pk, 0.0);
-                self.add_word_to_document(&pk, token);
+                self.add_word_at(&pk, token, &mut pos);
+                freqs.push((pk, positions.len() as u32));
+            }
+        }
+        let wf = self.word_freqs.entry(token.to_string()).or_default();
+        wf.doc_count += docs;
+        for (pk, tf) in freqs {
+            let f = wf.doc_freqs.entry(pk).or_insert(0);
+            if *f == 0 {
+                *f = tf;
             }
         }
         Ok(())
@@ -410,25 +419,35 @@ impl<'a> Eval<'a> {
     }
 
     fn add_word_to_document(&mut self, pk: &[u8], word: &str) {
+        let mut pos = self.word_map.get(word).copied();
+        self.add_word_at(pk, word, &mut pos);
+    }
+
+    /// Adds `word` (its place among matched words in `pos`, None until it has one)
+    /// to the row's matched words, if the row is in the current set. A word gets
+    /// its place when it first touches a row, as in InnoDB's word map.
+    fn add_word_at(&mut self, pk: &[u8], word: &str, pos: &mut Option<usize>) {
         if self.flags == Flags::OptRanking {
             return;
         }
-        let pos = match self.word_map.get(word) {
-            Some(&p) => p,
-            None => {
-                let p = self.word_vector.len();
-                self.word_map.insert(word.to_string(), p);
-                self.word_vector.push(word.to_string());
-                p
-            }
-        };
         let r = match self.intersection.as_mut().and_then(|i| i.get_mut(pk)) {
             Some(r) => Some(r),
             None => self.doc_ids.get_mut(pk),
         };
-        if let Some(Ranking { words: Some(w), .. }) = r {
-            w.insert(pos);
-        }
+        let Some(Ranking { words: Some(w), .. }) = r else {
+            return;
+        };
+        let p = match *pos {
+            Some(p) => p,
+            None => {
+                let p = self.word_vector.len();
+                self.word_map.insert(word.to_string(), p);
+                self.word_vector.push(word.to_string());
+                *pos = Some(p);
+                p
+            }
+        };
+        w.insert(p);
     }
 
     // ---- phrases and proximity ----
