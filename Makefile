@@ -109,3 +109,11 @@ bench-quick: plugin
 
 bench: plugin
 	$(BENCH_PYTHON) scripts/bench.py --profile full --docs $(BENCH_ARGS)
+
+# FULLTEXT against InnoDB on the same server (scripts/fulltext-diff.py): random
+# boolean / natural language / expansion queries over paragraphs of Debian's
+# documentation, stopwords on and off, rows and relevance compared (port 3412;
+# ~1 min per seed). Not part of `make test`.
+test-fulltext-diff: plugin
+	python3 scripts/fulltext-diff.py --seed 1 --queries 300 $(FULLTEXT_DIFF_ARGS)
+	python3 scripts/fulltext-diff.py --seed 2 --queries 300 $(FULLTEXT_DIFF_ARGS)

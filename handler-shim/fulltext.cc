@@ -152,7 +152,8 @@ bool ha_tidesdb::ft_check_row(uint k, const uchar *rec, std::vector<ha_rows> *ex
   if (!is_fulltext(key)) return false;
   std::string doc;
   ft_document(table, key, rec, &doc);
-  (*expected)[k] += tdb_ft_document_terms((const uint8_t *)doc.data(), doc.size());
+  (*expected)[k] += tdb_ft_document_terms(trx(), m_tbl, engine_index(k),
+                                          (const uint8_t *)doc.data(), doc.size());
   return true;
 }
 
@@ -191,6 +192,41 @@ static struct _ft_vft tidesdb_ft_vft = {ft_vft_read_next, ft_vft_find_relevance,
 
 /* ----------------------------------------------------------- handler methods */
 
+int ha_tidesdb::ft_fetch_document(uint k, const uint8_t *pk, size_t pk_len, std::string *doc) {
+  const uint8_t *value;
+  size_t len;
+  int st = tdb_get(trx(), m_tbl, 0, pk, pk_len, &value, &len);
+  if (st == TDB_NOT_FOUND) return 1;
+  if (st) return fail(st);
+  /* record[1] as scratch: a query is set up before the statement reads rows. */
+  std::string saved_pk = m_last_pk;
+  m_last_pk.assign((const char *)pk, pk_len);
+  int err = unpack_row(table->record[1], value, len);
+  m_last_pk.swap(saved_pk);
+  if (err) return err;
+  ft_document(table, &table->key_info[k], table->record[1], doc);
+  return 0;
+}
+
+namespace {
+/* What the engine's document callback needs during one tdb_ft_search. */
+struct Ft_fetch_ctx {
+  ha_tidesdb *handler;
+  uint key;
+  std::string doc;
+};
+
+int ft_fetch_doc(void *ctx, const uint8_t *pk, size_t pk_len, const uint8_t **doc,
+                 size_t *doc_len) {
+  Ft_fetch_ctx *c = static_cast<Ft_fetch_ctx *>(ctx);
+  int rc = c->handler->ft_fetch_document(c->key, pk, pk_len, &c->doc);
+  if (rc) return rc == 1 ? 1 : -1;
+  *doc = (const uint8_t *)c->doc.data();
+  *doc_len = c->doc.size();
+  return 0;
+}
+}  // namespace
+
 FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   if (inx >= table->s->keys || !is_fulltext(&table->key_info[inx])) {
     my_error(ER_FT_MATCHING_KEY_NOT_FOUND, MYF(0));
@@ -204,10 +240,25 @@ FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   CHARSET_INFO *cs = table->field[ft_key->key_part[0].fieldnr - 1]->charset();
   fold_accents(&utf8, ft_fold_of(cs));
   uint32_t search_flags = (flags & (FT_BOOL | FT_SORTED | FT_EXPAND)) |
-                          (ft_case_sensitive(cs) ? TDB_FT_CASE_SENSITIVE : 0);
+                          (ft_case_sensitive(cs) ? TDB_FT_CASE_SENSITIVE : 0) |
+                          (ft_key->user_defined_key_parts == 1 ? TDB_FT_SINGLE_COLUMN : 0);
+  /* Relevance counts the table's rows, as InnoDB's (its row count statistic). */
+  info(HA_STATUS_VARIABLE | HA_STATUS_NO_LOCK);
+  Ft_fetch_ctx fetch_ctx{this, inx, std::string()};
   tdb_ft_result *res = nullptr;
+  int syntax_error = 0;
   int st = tdb_ft_search(trx(), m_tbl, engine_index(inx), (const uint8_t *)utf8.ptr(),
-                         utf8.length(), search_flags, &res);
+                         utf8.length(), search_flags, stats.records, ft_fetch_doc, &fetch_ctx,
+                         &res, &syntax_error);
+  if (st && syntax_error) {
+    /* As InnoDB reports them: its FTS parser's message, its errors for the limits. */
+    if (syntax_error == 1)
+      my_printf_error(ER_PARSE_ERROR, "%s", MYF(0), tdb_last_error());
+    else
+      my_error(syntax_error == 2 ? HA_ERR_OUT_OF_MEM : HA_ERR_FTS_TOO_MANY_WORDS_IN_PHRASE,
+               MYF(0));
+    return NULL;
+  }
   if (st) {
     my_error(ER_GET_ERRNO, MYF(0), fail(st), "TidesDB");
     return NULL;
@@ -256,4 +307,65 @@ float ha_tidesdb::ft_relevance_of(Tidesdb_ft_info *fi, const uchar *record) {
   else
     encode_pk(record, &pk);
   return tdb_ft_result_relevance(fi->result, (const uint8_t *)pk.data(), pk.size());
+}
+
+/* ------------------------------------------------- settings of a new index */
+
+int tidesdb::ft_fix_index_settings(THD *thd, const char *name, TABLE *form) {
+  bool any = false;
+  for (uint k = 0; k < form->s->keys; k++) any |= is_fulltext(&form->key_info[k]);
+  if (!any) return 0;
+  tdb_table *t = nullptr;
+  tdb_trx *trx = tdb_trx_new();
+  int st = trx ? tdb_table_open(name, &t) : TDB_INTERNAL;
+  if (!st) st = tdb_trx_begin(trx, TDB_ISO_READ_COMMITTED);
+  /* Engine index numbers: the primary key is 0, the other keys 1.. in order. */
+  uint32_t next = 1;
+  bool hidden_pk = form->s->primary_key >= MAX_KEY;
+  for (uint k = 0; k < form->s->keys && !st; k++) {
+    if (!hidden_pk && k == form->s->primary_key) continue;
+    uint32_t index = next++;
+    if (!is_fulltext(&form->key_info[k])) continue;
+    st = tdb_ft_index_settings(trx, t, index, ft_enable_stopword(thd) ? 1 : 0, nullptr, 0);
+  }
+  if (!st) st = tdb_trx_commit(trx);
+  int err = 0;
+  if (st) {
+    my_printf_error(ER_GET_ERRNO, "TidesDB: cannot record the FULLTEXT settings: %s", MYF(0),
+                    tdb_last_error());
+    err = HA_ERR_GENERIC;
+  }
+  if (t) tdb_table_close(t);
+  if (trx) tdb_trx_free(trx);
+  return err;
+}
+
+/* ------------------------------ INFORMATION_SCHEMA.TIDESDB_FT_DEFAULT_STOPWORD */
+
+#include <sql_i_s.h>
+#include <sql_show.h>
+
+namespace Show {
+static ST_FIELD_INFO ft_default_stopword_fields[] = {Column("value", Varchar(18), NOT_NULL),
+                                                      CEnd()};
+}  // namespace Show
+
+static int ft_default_stopword_fill(THD *thd, TABLE_LIST *tables, COND *) {
+  TABLE *t = tables->table;
+  const uint8_t *word;
+  for (size_t i = 0; size_t len = tdb_ft_default_stopword(i, &word); i++) {
+    t->field[0]->store((const char *)word, len, system_charset_info);
+    if (schema_table_store_record(thd, t)) return 1;
+  }
+  return 0;
+}
+
+struct st_mysql_information_schema tidesdb::ft_default_stopword_info = {
+    MYSQL_INFORMATION_SCHEMA_INTERFACE_VERSION};
+
+int tidesdb::ft_default_stopword_init(void *p) {
+  ST_SCHEMA_TABLE *schema = (ST_SCHEMA_TABLE *)p;
+  schema->fields_info = Show::ft_default_stopword_fields;
+  schema->fill_table = ft_default_stopword_fill;
+  return 0;
 }

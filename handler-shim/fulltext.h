@@ -18,7 +18,31 @@ inline bool is_fulltext(const KEY *key) { return key->algorithm == HA_KEY_ALG_FU
 /* The document of record rec for FULLTEXT key `key`: its non-NULL columns converted
    to UTF-8 (utf8mb4), each as u32 little-endian length + bytes. */
 void ft_document(TABLE *table, const KEY *key, const uchar *rec, std::string *out);
+/* tidesdb_ft_enable_stopword of the session (tidesdb_plugin.cc). */
+bool ft_enable_stopword(THD *thd);
+/* Fixes the settings (stopwords, token sizes) of the FULLTEXT indexes of table
+   `name`, just created from `form`, as the session's settings say. */
+int ft_fix_index_settings(THD *thd, const char *name, TABLE *form);
+extern struct st_mysql_information_schema ft_default_stopword_info;
+int ft_default_stopword_init(void *p);
 }  // namespace tidesdb
+
+/* INFORMATION_SCHEMA.TIDESDB_FT_DEFAULT_STOPWORD (like INNODB_FT_DEFAULT_STOPWORD):
+   appended to the plugin library's declarations. */
+#define TIDESDB_FT_INFORMATION_SCHEMA_PLUGINS                                              \
+  {MYSQL_INFORMATION_SCHEMA_PLUGIN,                                                        \
+   &tidesdb::ft_default_stopword_info,                                                     \
+   "TIDESDB_FT_DEFAULT_STOPWORD",                                                          \
+   "TidesDB for MariaDB authors",                                                          \
+   "Default stopword list of TidesDB FULLTEXT indexes",                                    \
+   PLUGIN_LICENSE_GPL,                                                                     \
+   tidesdb::ft_default_stopword_init,                                                      \
+   NULL,                                                                                   \
+   0x0001,                                                                                 \
+   NULL,                                                                                   \
+   NULL,                                                                                   \
+   "0.1.0",                                                                                \
+   MariaDB_PLUGIN_MATURITY_BETA}
 
 /* The FT_INFO the server holds for one MATCH ... AGAINST: the vtable first (the
    server calls through `please`), then the query's result. */

@@ -220,6 +220,7 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   if (st) return fail(st);
   st = fk_register_keys(name, form);
   int err = st ? fail(st) : fk_define(ha_thd(), name);
+  if (!err) err = ft_fix_index_settings(ha_thd(), name, form);
   if (err) tdb_table_drop(name);
   return err;
 }
@@ -1812,7 +1813,8 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     st = TDB_OK;
     ha_rows want = rows;
     for (uint k = 0; k < table->s->keys; k++)
-      if (!is_pk(k) && engine_index(k) == idx && is_fulltext(&table->key_info[k])) want = ft_words[k];
+      if (!is_pk(k) && engine_index(k) == idx && is_fulltext(&table->key_info[k]))
+        want = ft_words[k] + tdb_ft_meta_entries(t, m_tbl, idx);
     if (entries != want) report("an index has a different number of entries than the table has rows");
   }
   thd_progress_end(thd);

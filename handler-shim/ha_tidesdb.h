@@ -116,9 +116,9 @@ public:
   /* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
      InnoDB and MyRocks, so tools that look for ordered indexes find them. */
   const char *index_type(uint idx) override {
-    return table_share && idx < table_share->keys && (table_share->key_info[idx].flags & HA_SPATIAL)
-               ? "SPATIAL"
-               : "BTREE";
+    if (!table_share || idx >= table_share->keys) return "BTREE";
+    ulong flags = table_share->key_info[idx].flags;
+    return flags & HA_SPATIAL ? "SPATIAL" : flags & HA_FULLTEXT ? "FULLTEXT" : "BTREE";
   }
   ulonglong table_flags() const override;
   bool unique_keys_reordered() const;
@@ -216,6 +216,10 @@ public:
   int ft_read(uchar *buf) override;
   /* Relevance of the row in record for a search (FT_INFO::find_relevance). */
   float ft_relevance_of(Tidesdb_ft_info *info, const uchar *record);
+  /* The document of FULLTEXT key k of the row with primary key pk, read in the
+     statement's transaction (a query's phrases and expansion): 0, 1 if the row is
+     gone, else an error. */
+  int ft_fetch_document(uint k, const uint8_t *pk, size_t pk_len, std::string *doc);
 
   /* ---- FOREIGN KEY (foreign_keys.cc) ---- */
   char *get_foreign_key_create_info() override;

@@ -159,8 +159,25 @@ static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
                          "change)",
                          NULL, NULL, 3, 1, 84, 0);
 
+/* ---- FULLTEXT settings (used by fulltext.cc; an index keeps those it was built
+   with, as InnoDB's) ---- */
+static uint sysvar_ft_max_token_size;
+static MYSQL_SYSVAR_UINT(ft_max_token_size, sysvar_ft_max_token_size,
+                         PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                         "Longest word (in characters) stored in FULLTEXT indexes (like "
+                         "innodb_ft_max_token_size)",
+                         NULL, NULL, 84, 10, 84, 0);
+static MYSQL_THDVAR_BOOL(ft_enable_stopword, PLUGIN_VAR_OPCMDARG,
+                         "FULLTEXT indexes built by this session leave out stopwords (like "
+                         "innodb_ft_enable_stopword)",
+                         NULL, NULL, TRUE);
+bool tidesdb::ft_enable_stopword(THD *thd) { return THDVAR(thd, ft_enable_stopword); }
+/* ---- end of FULLTEXT settings ---- */
+
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_min_token_size),
+    MYSQL_SYSVAR(ft_max_token_size),
+    MYSQL_SYSVAR(ft_enable_stopword),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(lock_escalation_threshold),
     MYSQL_SYSVAR(sync_mode),
@@ -452,6 +469,7 @@ static int tidesdb_init(void *p) {
   opts.background_threads = sysvar_background_threads;
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
   tdb_ft_set_min_token_size(sysvar_ft_min_token_size);
+  tdb_ft_set_max_token_size(sysvar_ft_max_token_size);
   if (int st = tdb_engine_open(dir.c_str(), &opts)) {
     sql_print_error("TidesDB: cannot open %s: %s (status %d)", dir.c_str(), tdb_last_error(),
                     st);
@@ -529,4 +547,5 @@ maria_declare_plugin(tidesdb){
     tidesdb::status_variables,
     tidesdb_system_variables,
     "0.1.0",
-    MariaDB_PLUGIN_MATURITY_BETA} maria_declare_plugin_end;
+    MariaDB_PLUGIN_MATURITY_BETA},
+    TIDESDB_FT_INFORMATION_SCHEMA_PLUGINS maria_declare_plugin_end;

@@ -88,6 +88,24 @@ class Col:
         return self.kind in ("str", "blob", "json") or self.kind == "bin"
 
 
+# FULLTEXT words: a real English text shipped by Debian (stopwords and short words
+# included, as real documents have them).
+def _ft_vocab():
+    words = []
+    try:
+        with open("/usr/share/common-licenses/GPL-3", encoding="utf-8") as f:
+            for w in f.read().split():
+                w = "".join(ch for ch in w if ch.isalnum())
+                if w:
+                    words.append(w.lower())
+    except OSError:
+        pass
+    return sorted(set(words))[:800] or ["alpha", "beta", "the", "of", "gamma", "ab"]
+
+
+FT_VOCAB = _ft_vocab()
+FT_STOP = ["the", "of", "to", "a", "in", "is", "for", "from", "with", "this"]
+
 EXCLUDE = set()  # feature tags turned off with --exclude
 INCLUDE = set()  # feature tags turned on with --include (off by default)
 
@@ -260,6 +278,7 @@ class Table:
         self.cols = []
         self.pk = None  # list of (col, prefix, desc) or None
         self.indexes = []
+        self.fulltext = []  # list of column lists (FULLTEXT keys)
         self.ncol = 0
 
     def col(self, name):
@@ -274,6 +293,8 @@ class Table:
             parts.append("PRIMARY KEY (%s)" % ", ".join(
                 "`%s`%s%s" % (c.name, "(%d)" % pl if pl else "", " DESC" if d else "") for c, pl, d in self.pk))
         parts += [i.ddl() for i in self.indexes]
+        parts += ["FULLTEXT KEY `ft%d` (%s)" % (i, ", ".join("`%s`" % c.name for c in cols))
+                  for i, cols in enumerate(self.fulltext)]
         return "CREATE TABLE `%s` (%s)" % (self.name, ", ".join(parts))
 
     def pk_order(self, desc=False):
@@ -325,7 +346,43 @@ def gen_table(rng, name):
         k = rng.randint(1, min(3, len(t.cols)))
         parts = [key_part(rng, c) for c in rng.sample(t.cols, k)]
         t.indexes.append(Index("k%d" % i, parts, rng.random() < 0.4))
+    # FULLTEXT on one or two character columns (either order), as InnoDB allows.
+    ftable = [c for c in t.cols if c.kind == "str" and c.cs not in (None, "binary")]
+    if ftable and "fulltext" not in EXCLUDE and rng.random() < 0.35:
+        for _ in range(rng.randint(1, 2)):
+            t.fulltext.append(rng.sample(ftable, rng.randint(1, min(2, len(ftable)))))
     return t
+
+
+def ft_text(rng, c):
+    """A sentence of real words for a FULLTEXT column (fits its length)."""
+    n = rng.randint(1, 12)
+    s = " ".join(rng.choice(FT_STOP) if rng.random() < 0.2 else rng.choice(FT_VOCAB)
+                 for _ in range(n))
+    if c.length:
+        s = s[:c.length]
+    return sql_str(s)
+
+
+def ft_query(rng):
+    """A random boolean-mode query: operators, groups, phrases, proximity, prefixes."""
+    def leaf():
+        w = rng.choice(FT_STOP) if rng.random() < 0.1 else rng.choice(FT_VOCAB)
+        r = rng.random()
+        if r < 0.15:
+            return w[: max(1, len(w) // 2)] + "*"
+        if r < 0.3:
+            p = '"%s %s"' % (w, rng.choice(FT_VOCAB + FT_STOP))
+            return p + (" @%d" % rng.randint(1, 6) if rng.random() < 0.3 else "")
+        return w
+
+    def expr(d):
+        parts = []
+        for _ in range(rng.randint(1, 3)):
+            op = rng.choice(["", "", "+", "-", "~", ">", "<"])
+            parts.append(op + ("(" + expr(d + 1) + ")" if d < 2 and rng.random() < 0.2 else leaf()))
+        return " ".join(parts)
+    return expr(0)
 
 
 # --------------------------------------------------------------------------
@@ -366,7 +423,9 @@ class Gen:
         return self.pred(t)
 
     def row_values(self, t, cols):
-        return "(" + ", ".join(gen_value(self.rng, c) for c in cols) + ")"
+        ft = {c.name for cs in t.fulltext for c in cs}
+        return "(" + ", ".join(ft_text(self.rng, c) if c.name in ft and self.rng.random() < 0.8
+                               else gen_value(self.rng, c) for c in cols) + ")"
 
     def insert_cols(self, t):
         rng = self.rng
@@ -558,6 +617,14 @@ class Gen:
     def select(self, t):
         rng = self.rng
         tn = "`%s`" % t.name
+        # MATCH outside transactions (InnoDB's FULLTEXT sees a transaction's own
+        # changes only after COMMIT); rows only: InnoDB's relevance still counts
+        # deleted rows until OPTIMIZE (README, FULLTEXT differences).
+        if t.fulltext and not self.in_trx and t.pk_total() and rng.random() < 0.3:
+            cols = ", ".join("`%s`" % c.name for c in rng.choice(t.fulltext))
+            q = sql_str(ft_query(rng)) + rng.choice([" IN BOOLEAN MODE", " IN BOOLEAN MODE", ""])
+            return "SELECT %s FROM %s WHERE MATCH(%s) AGAINST (%s) ORDER BY %s" % (
+                ", ".join("`%s`" % c.name for c, _, _ in t.pk), tn, cols, q, t.pk_order())
         x = rng.random()
         if x < 0.3 and t.pk_total():
             desc = rng.random() < 0.5
@@ -616,6 +683,7 @@ class Runner:
         self.divergences = []
         self.tables = []  # names
         self.known = []
+        self.ft_stopwords = 1  # FULLTEXT indexes built with stopwords (session_init)
 
     def connect(self):
         for c in (self.ct, self.ci):
@@ -638,6 +706,11 @@ class Runner:
     def session_init(self):
         self.ct.query("SET default_storage_engine=TidesDB")
         self.ci.query("SET default_storage_engine=InnoDB")
+        # FULLTEXT indexes built with or without stopwords, the same on both sides.
+        stop = self.ft_stopwords
+        for c in (self.ct, self.ci):
+            c.query("SET SESSION innodb_ft_enable_stopword = %d, tidesdb_ft_enable_stopword = %d"
+                    % (stop, stop))
 
     def run_both(self, sql):
         try:
@@ -792,6 +865,7 @@ def create_schema(runner, rng, ntables):
 def run_seed(args, server, seed):
     rng = random.Random(seed)
     runner = Runner(server)
+    runner.ft_stopwords = seed % 2  # odd seeds: FULLTEXT with stopwords
     runner.setup_dbs()
     t0 = time.time()
     try:

@@ -533,23 +533,50 @@ int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index,
 
 /* ---- FULLTEXT (ffi/src/fulltext.rs: tokenizer, format, ranking) -------------- */
 
-/* Words shorter than n characters are not indexed (tidesdb_ft_min_token_size; set
-   once at plugin start, before any table is opened). */
+/* Token sizes (tidesdb_ft_min_token_size / tidesdb_ft_max_token_size) of FULLTEXT
+   indexes built from now on (an index keeps those it was built with). */
 void tdb_ft_set_min_token_size(uint32_t n);
-/* Number of distinct indexed words of a document (CHECK TABLE); 0 on error. */
-uint64_t tdb_ft_document_terms(const uint8_t *doc, size_t len);
+void tdb_ft_set_max_token_size(uint32_t n);
+/* Number of distinct stored words of a document for FULLTEXT index `index` (CHECK
+   TABLE); 0 on error. */
+uint64_t tdb_ft_document_terms(tdb_trx *trx, tdb_table *table, uint32_t index,
+                               const uint8_t *doc, size_t len);
+/* Fixes the settings of FULLTEXT index `index`, about to be built (empty), in the
+   transaction: stopwords off (enable = 0), InnoDB's default list (words NULL), or the
+   given list (words: n_words x (u32 LE length + UTF-8)); the token sizes are the
+   current ones. */
+int tdb_ft_index_settings(tdb_trx *trx, tdb_table *table, uint32_t index, int enable,
+                          const uint8_t *words, size_t words_len);
+
+/* Word i of InnoDB's default stopword list (INFORMATION_SCHEMA): its length, 0
+   past the end; *word stays valid. */
+size_t tdb_ft_default_stopword(size_t i, const uint8_t **word);
+/* Entries of FULLTEXT index `index` that are no postings (CHECK TABLE). */
+uint64_t tdb_ft_meta_entries(tdb_trx *trx, tdb_table *table, uint32_t index);
 
 typedef struct tdb_ft_result tdb_ft_result;
-/* Evaluates a query (UTF-8) on FULLTEXT index `index` in the transaction's view.
-   flags: 1 = boolean mode, 2 = sorted by relevance (else by primary key), 4 = WITH
-   QUERY EXPANSION (natural language mode only), TDB_FT_CASE_SENSITIVE = the index's
-   words keep their case (its documents set TDB_FT_DOC_CASE_SENSITIVE). */
+/* The shim's reader of a row's document (the format of TDB_OP_FT_* values): 0 with
+   *doc / *doc_len set (valid until the next call), 1 if the row is gone, else an
+   error. */
+typedef int (*tdb_ft_fetch_doc)(void *ctx, const uint8_t *pk, size_t pk_len,
+                                const uint8_t **doc, size_t *doc_len);
+/* Evaluates a query (UTF-8) on FULLTEXT index `index` in the transaction's view, as
+   InnoDB does. flags: 1 = boolean mode, 2 = sorted by relevance (else by primary
+   key), 4 = WITH QUERY EXPANSION (natural language mode only),
+   TDB_FT_CASE_SENSITIVE = the index's words keep their case (its documents set
+   TDB_FT_DOC_CASE_SENSITIVE), TDB_FT_SINGLE_COLUMN = the index has one column.
+   total_docs: the table's rows (relevance). fetch/ctx read rows' documents (phrases,
+   query expansion). A query InnoDB refuses: TDB_INVALID with *syntax_error = 1
+   (its parser's message in tdb_last_error()), 2 (parentheses nested too deep) or 3
+   (more than 128 words in a phrase); else *syntax_error = 0. */
 #define TDB_FT_CASE_SENSITIVE 0x100u
+#define TDB_FT_SINGLE_COLUMN 0x200u
 /* Top bit of a document column's length: the column's words keep their case (its
    collation sorts by code point, as a _bin one). */
 #define TDB_FT_DOC_CASE_SENSITIVE 0x80000000u
 int tdb_ft_search(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *query,
-                  size_t len, uint32_t flags, tdb_ft_result **out);
+                  size_t len, uint32_t flags, uint64_t total_docs, tdb_ft_fetch_doc fetch,
+                  void *ctx, tdb_ft_result **out, int *syntax_error);
 /* The next matching row's primary key (valid while the result lives) and relevance;
    TDB_END after the last. */
 int tdb_ft_result_next(tdb_ft_result *res, const uint8_t **pk, size_t *pk_len,

@@ -12,7 +12,7 @@
 //! - [`foreign_keys`]: FOREIGN KEY constraints: their catalog and the checks' probes;
 //! - [`cursor`]: index cursors with the seek modes the handler's read modes need;
 //! - [`stats`]: the engine's counters and the text of SHOW ENGINE TIDESDB STATUS;
-//! - [`fulltext`]: FULLTEXT indexes: tokenizer, postings, ranking, boolean queries;
+//! - [`fulltext`]: FULLTEXT indexes answering as InnoDB: tokenizer, postings, parser, evaluation;
 //! - [`spatial`]: SPATIAL indexes: Hilbert keys of MBR centres and window searches;
 //! - [`status`]: status codes, the thread's last error message, and the guard that keeps
 //!   every panic on this side of the boundary.

@@ -178,7 +178,8 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
                 OP_FT_PUT | OP_FT_DELETE => {
                     // SAFETY: as above.
                     let doc = unsafe { raw::bytes(op.value, op.value_len) }?;
-                    fulltext::apply_document(txn, &cf, key, doc, op.kind == OP_FT_PUT)?;
+                    let settings = fulltext::settings::of_index(txn, &cf)?;
+                    fulltext::apply_document(txn, &cf, &settings, key, doc, op.kind == OP_FT_PUT)?;
                 }
                 other => {
                     return Err(FfiError::new(

@@ -26,10 +26,22 @@ fn header_functions() -> BTreeSet<String> {
 }
 
 fn exported_functions() -> BTreeSet<String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Every .rs file under src/, module folders included.
+    let mut files = Vec::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(dir).expect("src dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
     let mut names = BTreeSet::new();
-    for entry in fs::read_dir(src).expect("src dir") {
-        let text = fs::read_to_string(entry.expect("entry").path()).expect("source");
+    for file in files {
+        let text = fs::read_to_string(file).expect("source");
         for line in text.lines() {
             if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
                 if line.trim_start().starts_with("pub") {

@@ -1,0 +1,700 @@
+//! Query evaluation as InnoDB's (storage/innobase/fts/fts0que.cc): the same walk of
+//! the tree, the same result set machine and the same relevance, so every query
+//! returns InnoDB's rows with InnoDB's relevance values.
+//!
+//! The walk (`fts_ast_visit`) takes each list in three passes: first the words
+//! without `+`/`-` in order (union; `~` lowers the relevance of rows already found,
+//! `<`/`>` add rows and lower/raise it), then the `+` words (intersection), then
+//! the `-` words (difference). A sub-expression is evaluated into a set of its own,
+//! then merged into the enclosing one with its operator. Each row remembers the
+//! words that touched it; its relevance is its operator adjustments (kept within
+//! [-1, 1]) plus, for each remembered word, `tf × idf²` with
+//! `idf = log10(N / df)` (`log10(1.0001)` when every row holds the word); `df`
+//! adds up each time a word is looked up (as InnoDB's).
+//!
+//! Phrases: rows holding every stored word of the phrase, then checked against the
+//! row's words (stopwords and short words included, within one column); `@N`: the
+//! stored words all within a window of N words.
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::parser::{Ast, Kind, Oper};
+use super::tokenizer::{words, Settings, Word};
+use crate::status::{FfiError, FfiResult, Status};
+
+/// Postings of one word: (primary key, positions) in key order.
+pub type WordPostings = Vec<(Vec<u8>, Vec<u32>)>;
+
+/// What the evaluation reads: the index and the rows' documents.
+pub trait Source {
+    /// The postings of `word`, or with `prefix` of every word starting with it
+    /// (in word order).
+    fn postings(&mut self, word: &str, prefix: bool) -> FfiResult<Vec<(String, WordPostings)>>;
+    /// A row's document as words (all of them, with positions) per column; None if
+    /// the row is gone.
+    fn document(&mut self, pk: &[u8]) -> FfiResult<Option<Vec<Vec<Word>>>>;
+    /// True if the index has one column (a phrase of stored words is then decided
+    /// by positions alone).
+    fn single_column(&self) -> bool;
+}
+
+#[derive(Debug, Clone)]
+struct Ranking {
+    rank: f32,
+    /// Indexes into `word_vector`; None once an intersection took them.
+    words: Option<BTreeSet<usize>>,
+}
+
+type Docs = BTreeMap<Vec<u8>, Ranking>;
+
+#[derive(Default)]
+struct WordFreq {
+    doc_count: u64,
+    doc_freqs: HashMap<Vec<u8>, u32>,
+    idf: f64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flags {
+    None,
+    /// A single term: relevance straight from its postings.
+    OptRanking,
+    Phrase,
+    Proximity,
+}
+
+/// Messages of the two limits InnoDB reports with errors of their own.
+pub const TOO_DEEP: &str = "too many nested parentheses in a FULLTEXT query";
+pub const TOO_MANY_PHRASE_WORDS: &str = "too many words in a FULLTEXT phrase";
+
+/// The deepest nesting of sub-expressions InnoDB evaluates.
+const MAX_SUB_EXP_DEPTH: u32 = 31;
+/// Most stored words in a phrase.
+const MAX_PHRASE_WORDS: usize = 128;
+
+pub struct Eval<'a> {
+    src: &'a mut dyn Source,
+    settings: &'a Settings,
+    fold_case: bool,
+    total_docs: u64,
+    doc_ids: Docs,
+    intersection: Option<Docs>,
+    oper: Oper,
+    multi_exist: bool,
+    visiting_sub_exp: u32,
+    flags: Flags,
+    word_map: HashMap<String, usize>,
+    word_vector: Vec<String>,
+    word_freqs: HashMap<String, WordFreq>,
+    wildcard_words: Option<HashSet<String>>,
+}
+
+fn clamp(r: f32) -> f32 {
+    r.clamp(-1.0, 1.0)
+}
+
+impl<'a> Eval<'a> {
+    pub fn new(
+        src: &'a mut dyn Source,
+        settings: &'a Settings,
+        fold_case: bool,
+        total_docs: u64,
+        expand: bool,
+    ) -> Self {
+        Eval {
+            src,
+            settings,
+            fold_case,
+            total_docs,
+            doc_ids: Docs::new(),
+            intersection: None,
+            oper: Oper::None,
+            multi_exist: false,
+            visiting_sub_exp: 0,
+            flags: Flags::None,
+            word_map: HashMap::new(),
+            word_vector: Vec::new(),
+            word_freqs: HashMap::new(),
+            wildcard_words: expand.then(HashSet::new),
+        }
+    }
+
+    /// Runs the query; returns every matching row with its relevance.
+    pub fn run(mut self, ast: &mut Ast, expand: bool) -> FfiResult<Vec<(Vec<u8>, f32)>> {
+        let Some(root) = ast.root else {
+            return Ok(Vec::new());
+        };
+        // fts_query_can_optimize: a lone term.
+        if !expand {
+            if let Kind::List(v) = &ast.nodes[root].kind {
+                if v.len() == 1 && matches!(ast.nodes[v[0]].kind, Kind::Term { .. }) {
+                    self.flags = Flags::OptRanking;
+                }
+            }
+        }
+        let mut ignored = false;
+        self.visit(ast, Oper::None, root, &mut ignored)?;
+        if expand {
+            self.expand()?;
+        }
+        Ok(self.result())
+    }
+
+    // ---- the walk (fts_ast_visit) ----
+
+    fn visit(
+        &mut self,
+        ast: &mut Ast,
+        mut oper: Oper,
+        node: usize,
+        has_ignore: &mut bool,
+    ) -> FfiResult<()> {
+        let children = match &ast.nodes[node].kind {
+            Kind::List(v) | Kind::SubExp(v) => v.clone(),
+            _ => return Ok(()),
+        };
+        #[derive(PartialEq)]
+        enum Pass {
+            First,
+            Exist,
+            Ignore,
+        }
+        let pass = match oper {
+            Oper::ExistSkip => Pass::Exist,
+            Oper::IgnoreSkip => Pass::Ignore,
+            _ => Pass::First,
+        };
+        let mut revisit = false;
+        let mut will_be_ignored = false;
+        for &c in &children {
+            match ast.nodes[c].kind {
+                Kind::List(_) => {
+                    if pass != Pass::First {
+                        continue;
+                    }
+                    self.visit(ast, oper, c, &mut will_be_ignored)?;
+                    if will_be_ignored {
+                        revisit = true;
+                        ast.nodes[c].oper = oper;
+                    }
+                }
+                Kind::Oper => {
+                    oper = ast.nodes[c].oper;
+                    ast.nodes[c].oper = match oper {
+                        Oper::Exist => Oper::ExistSkip,
+                        Oper::Ignore => Oper::IgnoreSkip,
+                        o => o,
+                    };
+                }
+                _ => {
+                    if ast.nodes[c].visited {
+                        continue;
+                    }
+                    if matches!(oper, Oper::Exist | Oper::Ignore) {
+                        *has_ignore = true;
+                        continue;
+                    }
+                    let op = match (oper, &pass) {
+                        (Oper::ExistSkip, Pass::Exist) => Some(Oper::Exist),
+                        (Oper::IgnoreSkip, Pass::Ignore) => Some(Oper::Ignore),
+                        (_, Pass::First) => Some(oper),
+                        _ => None,
+                    };
+                    if let Some(op) = op {
+                        self.visitor(ast, op, c)?;
+                        ast.nodes[c].visited = true;
+                    }
+                }
+            }
+        }
+        if revisit {
+            let mut wbi = false;
+            for &c in &children {
+                if matches!(ast.nodes[c].kind, Kind::List(_)) && ast.nodes[c].oper != Oper::Ignore {
+                    self.visit(ast, Oper::ExistSkip, c, &mut wbi)?;
+                }
+            }
+            for &c in &children {
+                if matches!(ast.nodes[c].kind, Kind::List(_)) {
+                    self.visit(ast, Oper::IgnoreSkip, c, &mut wbi)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// fts_query_visitor: one leaf (term, phrase) or sub-expression.
+    fn visitor(&mut self, ast: &mut Ast, oper: Oper, node: usize) -> FfiResult<()> {
+        self.oper = oper;
+        match ast.nodes[node].kind.clone() {
+            Kind::Text { text, distance } => {
+                if self.oper == Oper::Exist {
+                    self.intersection = Some(Docs::new());
+                }
+                self.phrase_search(&text, distance)?;
+                if self.oper == Oper::Exist {
+                    self.doc_ids = self.intersection.take().unwrap_or_default();
+                }
+            }
+            Kind::Term { word, wildcard } => {
+                if wildcard {
+                    if let Some(w) = self.wildcard_words.as_mut() {
+                        w.insert(word.clone());
+                    }
+                }
+                self.word_freqs.entry(word.clone()).or_default();
+                self.execute(&word, wildcard)?;
+            }
+            Kind::SubExp(_) => self.sub_exp(ast, node)?,
+            _ => {}
+        }
+        if self.oper == Oper::Exist {
+            self.multi_exist = true;
+        }
+        Ok(())
+    }
+
+    fn sub_exp(&mut self, ast: &mut Ast, node: usize) -> FfiResult<()> {
+        if self.visiting_sub_exp > MAX_SUB_EXP_DEPTH {
+            return Err(FfiError::new(Status::Invalid, TOO_DEEP));
+        }
+        self.visiting_sub_exp += 1;
+        let cur_oper = self.oper;
+        let parent = std::mem::take(&mut self.doc_ids);
+        let multi_exist = std::mem::replace(&mut self.multi_exist, false);
+        let mut ignored = false;
+        let r = self.visit(ast, Oper::None, node, &mut ignored);
+        self.multi_exist = multi_exist;
+        self.oper = cur_oper;
+        self.visiting_sub_exp -= 1;
+        let sub = std::mem::replace(&mut self.doc_ids, parent);
+        r?;
+        self.merge_doc_ids(sub);
+        Ok(())
+    }
+
+    fn merge_doc_ids(&mut self, sub: Docs) {
+        if self.oper == Oper::Exist {
+            self.intersection = Some(Docs::new());
+        }
+        for (pk, r) in sub {
+            self.process_doc_id(&pk, r.rank);
+            for w in r.words.into_iter().flatten() {
+                let word = self.word_vector[w].clone();
+                self.add_word_to_document(&pk, &word);
+            }
+        }
+        if self.oper == Oper::Exist {
+            if let Some(i) = self.intersection.take() {
+                self.doc_ids = i;
+            }
+        }
+    }
+
+    // ---- one word (union / intersection / difference) ----
+
+    fn execute(&mut self, token: &str, wildcard: bool) -> FfiResult<()> {
+        match self.oper {
+            Oper::Exist => {
+                if !(self.doc_ids.is_empty() && self.multi_exist) {
+                    self.intersection = Some(Docs::new());
+                    self.read_word(token, wildcard)?;
+                    self.doc_ids = self.intersection.take().unwrap_or_default();
+                }
+            }
+            Oper::Ignore => {
+                if !self.doc_ids.is_empty() {
+                    self.read_word(token, wildcard)?;
+                }
+            }
+            _ => {
+                if !token.is_empty() {
+                    self.read_word(token, wildcard)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a word's postings (all words with the prefix for a wildcard) and feeds
+    /// them through the current operator (fts_query_filter_doc_ids).
+    fn read_word(&mut self, token: &str, wildcard: bool) -> FfiResult<()> {
+        // The word's statistics are gathered apart and merged once (the first tf
+        // of a row wins, as InnoDB's), its place among matched words looked up once.
+        let mut docs = 0u64;
+        let mut freqs: Vec<(Vec<u8>, u32)> = Vec::new();
+        let mut pos = self.word_map.get(token).copied();
+        for (_, postings) in self.src.postings(token, wildcard)? {
+            for (pk, positions) in postings {
+                docs += 1;
+                self.process_doc_id(&pk, 0.0);
+                self.add_word_at(&pk, token, &mut pos);
+                freqs.push((pk, positions.len() as u32));
+            }
+        }
+        let wf = self.word_freqs.entry(token.to_string()).or_default();
+        wf.doc_count += docs;
+        for (pk, tf) in freqs {
+            let f = wf.doc_freqs.entry(pk).or_insert(0);
+            if *f == 0 {
+                *f = tf;
+            }
+        }
+        Ok(())
+    }
+
+    fn process_doc_id(&mut self, pk: &[u8], rank: f32) {
+        if self.flags == Flags::OptRanking {
+            return;
+        }
+        match self.oper {
+            Oper::None => self.union_doc_id(pk, rank),
+            Oper::Exist => self.intersect_doc_id(pk, rank),
+            Oper::Ignore => {
+                self.doc_ids.remove(pk);
+            }
+            Oper::Negate => self.change_ranking(pk, true),
+            Oper::DecrRating => {
+                self.union_doc_id(pk, rank);
+                self.change_ranking(pk, true);
+            }
+            Oper::IncrRating => {
+                self.union_doc_id(pk, rank);
+                self.change_ranking(pk, false);
+            }
+            Oper::ExistSkip | Oper::IgnoreSkip => {}
+        }
+    }
+
+    fn union_doc_id(&mut self, pk: &[u8], rank: f32) {
+        if !self.doc_ids.contains_key(pk) {
+            self.doc_ids.insert(
+                pk.to_vec(),
+                Ranking {
+                    rank,
+                    words: Some(BTreeSet::new()),
+                },
+            );
+        }
+    }
+
+    fn change_ranking(&mut self, pk: &[u8], downgrade: bool) {
+        if let Some(r) = self.doc_ids.get_mut(pk) {
+            r.rank = clamp(r.rank + if downgrade { -1.0 } else { 1.0 });
+        }
+    }
+
+    fn intersect_doc_id(&mut self, pk: &[u8], mut rank: f32) {
+        let taken = match self.doc_ids.get(pk) {
+            None => {
+                if self.multi_exist {
+                    return;
+                }
+                false
+            }
+            Some(r) => {
+                if r.words.is_none() {
+                    return;
+                }
+                rank = clamp(rank + r.rank);
+                true
+            }
+        };
+        let Some(inter) = self.intersection.as_mut() else {
+            return;
+        };
+        if !inter.contains_key(pk) {
+            let words = if taken {
+                self.doc_ids.get_mut(pk).and_then(|r| r.words.take())
+            } else {
+                None
+            };
+            inter.insert(
+                pk.to_vec(),
+                Ranking {
+                    rank,
+                    words: Some(words.unwrap_or_default()),
+                },
+            );
+        }
+    }
+
+    fn add_word_to_document(&mut self, pk: &[u8], word: &str) {
+        let mut pos = self.word_map.get(word).copied();
+        self.add_word_at(pk, word, &mut pos);
+    }
+
+    /// Adds `word` (its place among matched words in `pos`, None until it has one)
+    /// to the row's matched words, if the row is in the current set. A word gets
+    /// its place when it first touches a row, as in InnoDB's word map.
+    fn add_word_at(&mut self, pk: &[u8], word: &str, pos: &mut Option<usize>) {
+        if self.flags == Flags::OptRanking {
+            return;
+        }
+        let r = match self.intersection.as_mut().and_then(|i| i.get_mut(pk)) {
+            Some(r) => Some(r),
+            None => self.doc_ids.get_mut(pk),
+        };
+        let Some(Ranking { words: Some(w), .. }) = r else {
+            return;
+        };
+        let p = match *pos {
+            Some(p) => p,
+            None => {
+                let p = self.word_vector.len();
+                self.word_map.insert(word.to_string(), p);
+                self.word_vector.push(word.to_string());
+                *pos = Some(p);
+                p
+            }
+        };
+        w.insert(p);
+    }
+
+    // ---- phrases and proximity ----
+
+    fn phrase_search(&mut self, text: &str, distance: Option<u64>) -> FfiResult<()> {
+        self.flags = match distance {
+            Some(d) if d > 0 => Flags::Proximity,
+            _ => Flags::Phrase,
+        };
+        // fts_query_phrase_split: the stored words, and every word from the first
+        // stored one on.
+        let mut tokens: Vec<String> = Vec::new();
+        let mut orig: Vec<String> = Vec::new();
+        for w in words(text, 0, self.fold_case).0 {
+            if self.settings.indexable(&w.text) {
+                self.word_freqs.entry(w.text.clone()).or_default();
+                tokens.push(w.text.clone());
+            }
+            if !tokens.is_empty() {
+                orig.push(w.text);
+            }
+        }
+        if tokens.len() > MAX_PHRASE_WORDS {
+            return Err(FfiError::new(Status::Invalid, TOO_MANY_PHRASE_WORDS));
+        }
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        // Each stored word's rows with positions.
+        let mut lists: Vec<BTreeMap<Vec<u8>, Vec<u32>>> = Vec::with_capacity(tokens.len());
+        for t in &tokens {
+            let mut m = BTreeMap::new();
+            for (_, postings) in self.src.postings(t, false)? {
+                for (pk, positions) in postings {
+                    let wf = self.word_freqs.entry(t.clone()).or_default();
+                    wf.doc_count += 1;
+                    let f = wf.doc_freqs.entry(pk.clone()).or_insert(0);
+                    if *f == 0 {
+                        *f = positions.len() as u32;
+                    }
+                    m.insert(pk, positions);
+                }
+            }
+            if m.is_empty() {
+                return Ok(());
+            }
+            lists.push(m);
+        }
+        if orig.len() == 1 {
+            let last = tokens[tokens.len() - 1].clone();
+            let pks: Vec<Vec<u8>> = lists[0].keys().cloned().collect();
+            for pk in pks {
+                self.process_doc_id(&pk, 0.0);
+                self.add_word_to_document(&pk, &last);
+            }
+            return Ok(());
+        }
+        let candidates: Vec<Vec<u8>> = lists[0]
+            .keys()
+            .filter(|pk| lists[1..].iter().all(|l| l.contains_key(*pk)))
+            .cloned()
+            .collect();
+        for pk in candidates {
+            let found = match (self.flags, distance) {
+                (Flags::Proximity, Some(d)) => {
+                    let positions: Vec<&Vec<u32>> =
+                        lists.iter().filter_map(|l| l.get(&pk)).collect();
+                    within_distance(&positions, d)
+                }
+                _ => self.phrase_in_document(&pk, &orig, &tokens, &lists)?,
+            };
+            if found {
+                self.process_doc_id(&pk, 0.0);
+                for t in &tokens {
+                    self.add_word_to_document(&pk, t);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True if the row holds `orig` as consecutive words of one column, starting at
+    /// a position of its first word.
+    fn phrase_in_document(
+        &mut self,
+        pk: &[u8],
+        orig: &[String],
+        tokens: &[String],
+        lists: &[BTreeMap<Vec<u8>, Vec<u32>>],
+    ) -> FfiResult<bool> {
+        let Some(starts) = lists[0].get(pk) else {
+            return Ok(false);
+        };
+        // Every word of the phrase stored: positions decide, unless the document has
+        // several columns (a phrase never spans two).
+        if orig.len() == tokens.len() && self.src.single_column() {
+            return Ok(starts.iter().any(|&s| {
+                lists.iter().enumerate().all(|(k, l)| {
+                    l.get(pk)
+                        .is_some_and(|p| p.binary_search(&(s + k as u32)).is_ok())
+                })
+            }));
+        }
+        let Some(columns) = self.src.document(pk)? else {
+            return Ok(false);
+        };
+        for col in &columns {
+            for (i, w) in col.iter().enumerate() {
+                if !starts.contains(&w.pos) {
+                    continue;
+                }
+                if col.len() - i >= orig.len()
+                    && col[i..i + orig.len()]
+                        .iter()
+                        .zip(orig)
+                        .all(|(a, b)| &a.text == b)
+                {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    // ---- WITH QUERY EXPANSION (fts_expand_query) ----
+
+    fn expand(&mut self) -> FfiResult<()> {
+        if self.doc_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tokens: BTreeSet<String> = BTreeSet::new();
+        let pks: Vec<Vec<u8>> = self.doc_ids.keys().cloned().collect();
+        for pk in pks {
+            if let Some(cols) = self.src.document(&pk)? {
+                for w in cols.into_iter().flatten() {
+                    if self.settings.indexable(&w.text) {
+                        tokens.insert(w.text);
+                    }
+                }
+            }
+        }
+        for word in &self.word_vector {
+            if self
+                .wildcard_words
+                .as_ref()
+                .is_some_and(|s| s.contains(word))
+            {
+                tokens.retain(|t| !t.starts_with(word.as_str()));
+            } else {
+                tokens.remove(word);
+            }
+        }
+        self.oper = Oper::None;
+        // InnoDB adds them in its collation's order (a word's weight: its upper
+        // case for the ci collations), which sets the order relevance is summed in.
+        let mut tokens: Vec<String> = tokens.into_iter().collect();
+        tokens.sort_by_cached_key(|t| t.to_uppercase());
+        for t in tokens {
+            self.word_freqs.entry(t.clone()).or_default();
+            self.read_word(&t, false)?;
+        }
+        Ok(())
+    }
+
+    // ---- relevance ----
+
+    fn idf(&self, wf: &WordFreq) -> f64 {
+        if wf.doc_count == 0 {
+            0.0
+        } else if self.total_docs == wf.doc_count {
+            1.0001f64.log10()
+        } else {
+            (self.total_docs as f64 / wf.doc_count as f64).log10()
+        }
+    }
+
+    fn result(mut self) -> Vec<(Vec<u8>, f32)> {
+        let idfs: HashMap<String, f64> = self
+            .word_freqs
+            .iter()
+            .map(|(w, wf)| (w.clone(), self.idf(wf)))
+            .collect();
+        for (w, wf) in self.word_freqs.iter_mut() {
+            wf.idf = idfs.get(w).copied().unwrap_or(0.0);
+        }
+        if self.flags == Flags::OptRanking {
+            // The lone term's rows: tf × idf².
+            let Some(wf) = self.word_freqs.values().next() else {
+                return Vec::new();
+            };
+            let mut out: Vec<(Vec<u8>, f32)> = wf
+                .doc_freqs
+                .iter()
+                .map(|(pk, &f)| (pk.clone(), (f as f32 as f64 * wf.idf * wf.idf) as f32))
+                .collect();
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            return out;
+        }
+        let mut out = Vec::with_capacity(self.doc_ids.len());
+        for (pk, r) in std::mem::take(&mut self.doc_ids) {
+            let mut rank = r.rank;
+            for w in r.words.into_iter().flatten() {
+                let Some(wf) = self.word_freqs.get(&self.word_vector[w]) else {
+                    continue;
+                };
+                let Some(&f) = wf.doc_freqs.get(&pk) else {
+                    continue;
+                };
+                let weight = f as f64 * wf.idf;
+                rank += (weight * wf.idf) as f32;
+            }
+            out.push((pk, rank));
+        }
+        out
+    }
+}
+
+/// `"..." @N`: some window holding one position of each word spans at most N words
+/// (fts_proximity_get_positions, then the word count of fts_proximity_is_word_in_range).
+fn within_distance(positions: &[&Vec<u32>], distance: u64) -> bool {
+    let n = positions.len();
+    let mut idx = vec![0usize; n];
+    let mut min_idx = 0;
+    // Each list ends with an "undefined" marker, as InnoDB's.
+    let len = |i: usize| positions[i].len() + 1;
+    while idx[min_idx] < len(min_idx) {
+        let mut min_pos = u64::MAX;
+        let mut max_pos = 0u64;
+        let mut complete = true;
+        for i in 0..n {
+            let Some(&p) = positions[i].get(idx[i]) else {
+                complete = false;
+                break;
+            };
+            let p = u64::from(p);
+            if p < min_pos {
+                min_pos = p;
+                min_idx = i;
+            }
+            if p > max_pos {
+                max_pos = p;
+            }
+        }
+        if complete && max_pos - min_pos < distance {
+            return true;
+        }
+        idx[min_idx] += 1;
+    }
+    false
+}

@@ -1,0 +1,151 @@
+//! The bytes of a FULLTEXT index (one column family per index, `t<id>.i<n>`) and of
+//! the documents the shim sends.
+//!
+//! ```text
+//! key   = word (UTF-8, folded as the index folds) ++ 0x00 ++ primary key encoding
+//! value = varint tf ++ tf × varint position delta (first delta from 0)
+//! ```
+//!
+//! No word holds a 0x00 byte, so the separator keeps `ab` before `abc` and a word's
+//! postings contiguous. Positions count every word of the document (short words and
+//! stopwords too), across the index's columns in order, so a phrase is a run of
+//! consecutive positions. Which words are stored (token sizes, stopwords) is the
+//! index's [`Settings`], kept in its settings key (see `settings.rs`).
+//!
+//! A document (what the shim passes in a `TDB_OP_FT_*` op, and returns when a
+//! query asks for a row's text) is the index's non-NULL columns converted to UTF-8,
+//! each as `u32 LE length ++ bytes`; the length's top bit (`DOC_CASE_SENSITIVE`) says
+//! the column's collation sorts by code point (`_bin`, binary): its words keep their
+//! case.
+//!
+//! There are no per-index counter keys: every writer would update them and so
+//! conflict with every other. The document count comes from the shim (the table's
+//! row count), a word's document frequency from its postings.
+use std::collections::BTreeMap;
+
+use tidesdb_core::{Cf, Txn};
+
+use super::tokenizer::{words, Settings, Word};
+use crate::status::{FfiError, FfiResult, Status};
+
+/// Top bit of a document column's length: its words keep their case.
+pub const DOC_CASE_SENSITIVE: u32 = 1 << 31;
+
+/// The columns of a document, each as its words (all of them) with positions.
+pub fn document_columns(doc: &[u8]) -> FfiResult<Vec<Vec<Word>>> {
+    let mut cols = Vec::new();
+    let mut pos = 0;
+    let mut rest = doc;
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
+        let len = u32::from_le_bytes(*len);
+        let fold_case = len & DOC_CASE_SENSITIVE == 0;
+        let len = (len & !DOC_CASE_SENSITIVE) as usize;
+        let text = tail
+            .get(..len)
+            .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
+        rest = &tail[len..];
+        let text = String::from_utf8_lossy(text);
+        let (ws, next) = words(&text, pos, fold_case);
+        pos = next;
+        cols.push(ws);
+    }
+    Ok(cols)
+}
+
+/// The stored words of a document with their positions.
+pub fn document_terms(doc: &[u8], settings: &Settings) -> FfiResult<BTreeMap<String, Vec<u32>>> {
+    let mut terms: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for w in document_columns(doc)?.into_iter().flatten() {
+        if settings.indexable(&w.text) {
+            terms.entry(w.text).or_default().push(w.pos);
+        }
+    }
+    Ok(terms)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(buf: &mut &[u8]) -> Option<u32> {
+    let mut v: u32 = 0;
+    for shift in (0..35).step_by(7) {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        v |= u32::from(b & 0x7F).checked_shl(shift)?;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+pub fn posting_key(word: &str, pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(word.len() + 1 + pk.len());
+    k.extend_from_slice(word.as_bytes());
+    k.push(0);
+    k.extend_from_slice(pk);
+    k
+}
+
+/// (word, primary key) of a posting key.
+pub fn split_key(key: &[u8]) -> FfiResult<(&[u8], &[u8])> {
+    let sep = key
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| FfiError::new(Status::Corruption, "damaged fulltext key"))?;
+    Ok((&key[..sep], &key[sep + 1..]))
+}
+
+pub fn posting_value(positions: &[u32]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(1 + positions.len());
+    put_varint(&mut v, positions.len() as u32);
+    let mut prev = 0;
+    for &p in positions {
+        put_varint(&mut v, p - prev);
+        prev = p;
+    }
+    v
+}
+
+pub fn decode_positions(value: &[u8]) -> FfiResult<Vec<u32>> {
+    let bad = || FfiError::new(Status::Corruption, "damaged fulltext posting");
+    let mut buf = value;
+    let n = get_varint(&mut buf).ok_or_else(bad)?;
+    let mut out = Vec::with_capacity(n.min(1024) as usize);
+    let mut prev: u32 = 0;
+    for _ in 0..n {
+        prev = prev
+            .checked_add(get_varint(&mut buf).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
+        out.push(prev);
+    }
+    Ok(out)
+}
+
+/// Adds (put) or removes (!put) the postings of one row's document.
+pub fn apply_document(
+    txn: &mut Txn,
+    cf: &Cf,
+    settings: &Settings,
+    pk: &[u8],
+    doc: &[u8],
+    put: bool,
+) -> FfiResult<()> {
+    for (word, positions) in document_terms(doc, settings)? {
+        let key = posting_key(&word, pk);
+        if put {
+            txn.put(cf, &key, &posting_value(&positions))?;
+        } else {
+            txn.delete(cf, &key)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+use super::eval::{Eval, Source, WordPostings};
+use super::parser::parse;
+use super::postings::*;
+use super::tokenizer::{words, Settings, Word};
+use crate::status::FfiResult;
+
+fn doc(cols: &[&str]) -> Vec<u8> {
+    let mut d = Vec::new();
+    for c in cols {
+        d.extend_from_slice(&(c.len() as u32).to_le_bytes());
+        d.extend_from_slice(c.as_bytes());
+    }
+    d
+}
+
+#[test]
+fn tokenizer_folds_case_and_drops_short_and_stop_words() {
+    let t = document_terms(
+        &doc(&["The STRAßE is in Köln, x_y 42 abc", "abc déjà"]),
+        &Settings::legacy(),
+    )
+    .expect("terms");
+    let words: Vec<&str> = t.keys().map(String::as_str).collect();
+    assert_eq!(words, vec!["abc", "déjà", "köln", "straße", "x_y"]);
+    // Positions count every word, across columns.
+    assert_eq!(t["abc"], vec![7, 8]);
+    assert_eq!(t["straße"], vec![1]);
+}
+
+#[test]
+fn postings_round_trip_and_reject_damage() {
+    let v = posting_value(&[0, 5, 300, 70000]);
+    assert_eq!(
+        decode_positions(&v).expect("positions"),
+        vec![0, 5, 300, 70000]
+    );
+    assert!(decode_positions(&v[..v.len() - 1]).is_err());
+    assert!(decode_positions(&[0xFF; 8]).is_err());
+    assert!(document_columns(&[5, 0, 0, 0, b'a']).is_err());
+}
+
+#[test]
+fn case_sensitive_document_columns_keep_case() {
+    let mut d = doc(&["Hello hello HELLO", "Hello"]);
+    // The second column's length carries the case-sensitive bit.
+    let at = 4 + "Hello hello HELLO".len();
+    d[at + 3] |= 0x80;
+    let t = document_terms(&d, &Settings::legacy()).expect("terms");
+    assert_eq!(t["hello"], vec![0, 1, 2]);
+    assert_eq!(t["Hello"], vec![3]);
+    assert_eq!(t.len(), 2);
+}
+
+/// An in-memory index over a few one-column documents.
+struct Mem {
+    docs: Vec<(Vec<u8>, String)>,
+    settings: Settings,
+}
+
+impl Source for Mem {
+    fn postings(&mut self, word: &str, prefix: bool) -> FfiResult<Vec<(String, WordPostings)>> {
+        let mut by_word: std::collections::BTreeMap<String, WordPostings> = Default::default();
+        for (pk, text) in &self.docs {
+            for (w, pos) in document_terms(&doc(&[text]), &self.settings)? {
+                if (prefix && w.starts_with(word)) || w == word {
+                    by_word.entry(w).or_default().push((pk.clone(), pos));
+                }
+            }
+        }
+        Ok(by_word.into_iter().collect())
+    }
+    fn document(&mut self, pk: &[u8]) -> FfiResult<Option<Vec<Vec<Word>>>> {
+        Ok(self
+            .docs
+            .iter()
+            .find(|(k, _)| k == pk)
+            .map(|(_, t)| vec![words(t, 0, true).0]))
+    }
+    fn single_column(&self) -> bool {
+        true
+    }
+}
+
+fn run(q: &str, boolean: bool) -> Vec<(u8, f32)> {
+    let settings = Settings::legacy();
+    let mut m = Mem {
+        docs: [
+            "database tutorial for beginners",
+            "offset from the start of the database",
+            "examples are the best offset",
+            "nothing here",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (vec![i as u8 + 1], t.to_string()))
+        .collect(),
+        settings: settings.clone(),
+    };
+    let mut ast = parse(q, boolean, &settings, true).ok().unwrap_or_default();
+    let ev = Eval::new(&mut m, &settings, true, 4, false);
+    ev.run(&mut ast, false)
+        .expect("run")
+        .into_iter()
+        .map(|(k, r)| (k[0], r))
+        .collect()
+}
+
+fn ids(q: &str) -> Vec<u8> {
+    run(q, true).into_iter().map(|(k, _)| k).collect()
+}
+
+#[test]
+fn boolean_operators_as_innodb() {
+    assert_eq!(ids("+database -tutorial"), vec![2]);
+    assert_eq!(ids("database offset"), vec![1, 2, 3]);
+    assert_eq!(ids("+database +offset"), vec![2]);
+    // `~` only lowers rows found by other words; alone it finds nothing.
+    assert_eq!(ids("~database"), Vec::<u8>::new());
+    assert_eq!(ids("offset ~database"), vec![2, 3]);
+    let r = run("offset ~database", true);
+    assert!(r[0].1 < 0.0 && r[1].1 > 0.0, "{r:?}");
+    // A stopword or a short word with `+` matches nothing.
+    assert_eq!(ids("+the offset"), Vec::<u8>::new());
+    // Phrases: stopwords inside are checked against the text.
+    assert_eq!(ids("\"offset from\""), vec![2]);
+    assert_eq!(ids("\"examples are the\""), vec![3]);
+    // "offset from the start of the database": 7 words from one to the other.
+    assert_eq!(ids("\"offset database\" @6"), Vec::<u8>::new());
+    assert_eq!(ids("\"offset database\" @7"), vec![2]);
+    assert_eq!(ids("data*"), vec![1, 2]);
+}
+
+#[test]
+fn relevance_is_tf_idf_squared() {
+    // One term: tf × log10(N/df)².
+    let r = run("offset", false);
+    let idf = (4.0f64 / 2.0).log10();
+    assert_eq!(r, vec![(2, (idf * idf) as f32), (3, (idf * idf) as f32)]);
+}
