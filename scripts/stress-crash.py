@@ -525,6 +525,7 @@ def main():
     ap.add_argument("--var", default=os.path.join(ROOT, "target", "stress-crash", "var"))
     ap.add_argument("--max-run", type=float, default=4.0, help="longest run between two kills (seconds)")
     args = ap.parse_args()
+    args.var = os.path.abspath(args.var)
     seed = args.seed if args.seed is not None else random.randrange(1, 10 ** 6)
     rng = random.Random(seed)
     print("stress-crash: seed %d (STRESS_CRASH_SEED=%d to repeat), %.0f s, %d clients"
