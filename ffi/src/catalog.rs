@@ -636,9 +636,22 @@ fn no_such_table(name: &str) -> FfiError {
 
 impl Catalog {
     /// Opens (creating if needed) the catalog and drops leftover column families.
-    pub fn open(db: &Db) -> FfiResult<Catalog> {
+    /// `read_only` (`tidesdb_force_recovery`): nothing is created or dropped, and
+    /// nothing is read at open, so a damaged part of the catalog fails only the
+    /// tables whose entries it holds, when they are opened.
+    pub fn open(db: &Db, read_only: bool) -> FfiResult<Catalog> {
         let cf = match db.cf(CATALOG_CF) {
             Some(cf) => cf,
+            None if read_only => {
+                return Err(FfiError::new(
+                    Status::Corruption,
+                    format!(
+                        "the catalog (column family {CATALOG_CF}) is missing from the \
+                         engine's manifest in {}",
+                        db.path().display()
+                    ),
+                ))
+            }
             None => db.create_cf(CATALOG_CF, CfOptions::default())?,
         };
         let catalog = Catalog {
@@ -646,8 +659,10 @@ impl Catalog {
             ddl: Mutex::new(()),
             open_tables: Mutex::new(HashMap::new()),
         };
-        catalog.drop_temporary_tables(db)?;
-        catalog.drop_orphans(db)?;
+        if !read_only {
+            catalog.drop_temporary_tables(db)?;
+            catalog.drop_orphans(db)?;
+        }
         Ok(catalog)
     }
 

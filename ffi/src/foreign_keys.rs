@@ -875,6 +875,7 @@ pub unsafe extern "C" fn tdb_table_set_keys(
     n_keys: u32,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: by contract.
         let name = unsafe { raw::str(name) }?;
         // SAFETY: by contract.
@@ -921,6 +922,7 @@ pub unsafe extern "C" fn tdb_fk_define(
     checks: c_int,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: by contract (each pointer below likewise).
         let child = unsafe { raw::str(child) }?;
         // SAFETY: as above.
@@ -977,6 +979,7 @@ pub unsafe extern "C" fn tdb_fk_rename_column(
     to: *const c_char,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: by contract.
         let (name, from, to) = unsafe { (raw::str(name)?, raw::str(from)?, raw::str(to)?) };
         let e = engine()?;
