@@ -51,6 +51,11 @@ pub struct EngineOptions {
 /// The highest `tidesdb_force_recovery` level.
 pub const MAX_FORCE_RECOVERY: u32 = 3;
 
+/// True if the engine was opened with `tidesdb_force_recovery` (read-only).
+pub fn read_only() -> bool {
+    ENGINE.read().as_ref().is_some_and(|e| e.force_recovery > 0)
+}
+
 /// Refuses a write (DML, DDL, ANALYZE, OPTIMIZE, XA) of an engine opened with
 /// `tidesdb_force_recovery`: its files stay as they were found.
 pub fn writable() -> FfiResult<()> {
