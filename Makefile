@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: stress stress-crash test-stress-crash all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
+.PHONY: stress stress-crash test-stress-crash test-force-recovery all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -47,7 +47,7 @@ test-diskfull: plugin
 	@bash scripts/test-diskfull.sh
 
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull test-stress-crash
+test: lint test-rust test-mtr test-conformance test-diskfull test-stress-crash test-force-recovery
 
 clean:
 	$(CARGO) clean
@@ -100,3 +100,8 @@ stress-crash: plugin
 # The short run of `make test` (~75 s).
 test-stress-crash: plugin
 	STRESS_CRASH_SECONDS=60 python3 scripts/stress-crash.py
+
+# tidesdb_force_recovery on each kind of damaged engine file: mariadb-dump saves every
+# intact table (scripts/test-force-recovery.py; ports 3414-3415; ~1 min).
+test-force-recovery: plugin
+	python3 scripts/test-force-recovery.py

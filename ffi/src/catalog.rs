@@ -690,12 +690,20 @@ impl Catalog {
             // why) the table list comes from the mirror.
             let all = |cf: &Cf| -> FfiResult<()> {
                 let mut txn = db.begin(Isolation::ReadCommitted);
+                let mut keys = Vec::new();
                 let mut it = txn.iter(cf, IterOptions::default())?;
                 it.seek(b"");
                 while it.valid() {
+                    keys.push(it.key().to_vec());
                     it.next();
                 }
                 it.status()?;
+                drop(it);
+                // point reads too: they use the files' bloom filters, scans do not
+                for k in &keys {
+                    txn.get(cf, k)?;
+                }
+                txn.rollback();
                 Ok(())
             };
             if let Err(e) = catalog.read_with_mirror(all) {

@@ -105,6 +105,7 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
             .filter(|&n| n > 0)
             .unwrap_or(defaults.background_threads),
         use_direct_reads: opts.use_direct_reads != 0,
+        force_recovery: u8::try_from(opts.force_recovery).unwrap_or(u8::MAX),
     };
     if opts.force_recovery > MAX_FORCE_RECOVERY {
         return Err(FfiError::new(
