@@ -599,12 +599,13 @@ pub(crate) fn load_salvaging(dir: &Path, notes: &mut Vec<String>) -> Result<Opti
     }
     let first = candidates.first().copied();
     candidates.extend(on_disk.iter().copied().filter(|n| Some(*n) != first));
-    let mut last_error = None;
     let paths = candidates.into_iter().flat_map(|num| {
         let path = dir.join(manifest_name(num));
-        [(num, copy_path(&path)), (num, path)]
+        [(num, path.clone()), (num, copy_path(&path))]
     });
-    // the copy first: written alike, so the same state unless one is damaged
+    // The first undamaged one wins (a manifest and its copy hold the same
+    // edits); else the one that gives the most edits.
+    let mut best: Option<(u64, u64, State, PathBuf, Error)> = None;
     for (num, path) in paths.filter(|(_, p)| p.exists()) {
         let mut st = State::default();
         let mut damage = None;
@@ -612,34 +613,40 @@ pub(crate) fn load_salvaging(dir: &Path, notes: &mut Vec<String>) -> Result<Opti
             damage = Some(e);
             Ok(())
         })?;
-        if records == 0 {
-            let e = damage.unwrap_or_else(|| Error::corruption(&path, 0, "empty manifest"));
-            notes.push(format!(
-                "unreadable manifest ({e}); an older manifest is tried"
-            ));
-            last_error = Some(e);
-            continue;
+        match damage {
+            None if records > 0 => {
+                if best.is_some() || !notes.is_empty() {
+                    notes.push(format!(
+                        "the engine's state is read from {}",
+                        path.display()
+                    ));
+                }
+                st.next_file = st.next_file.max(num + 1);
+                return Ok(Some((st, num)));
+            }
+            None => notes.push(format!("empty manifest {}", path.display())),
+            Some(e) => {
+                notes.push(format!("damaged manifest ({e})"));
+                if records > best.as_ref().map_or(0, |b| b.1) {
+                    best = Some((num, records, st, path, e));
+                }
+            }
         }
-        if let Some(e) = damage {
-            notes.push(format!(
-                "damaged manifest ({e}): its {records} edits before the damage are used, \
-                 the rest is skipped (table files added later are not seen)"
-            ));
-        }
-        notes.push(format!(
-            "the engine's state is read from {}",
-            path.display()
-        ));
-        st.next_file = st.next_file.max(num + 1);
-        return Ok(Some((st, num)));
     }
-    Err(last_error.unwrap_or_else(|| {
-        Error::corruption(
+    let Some((num, records, mut st, path, _)) = best else {
+        return Err(Error::corruption(
             dir.join("CURRENT"),
             0,
             "no readable MANIFEST-* file is left",
-        )
-    }))
+        ));
+    };
+    notes.push(format!(
+        "the engine's state is read from {}: its {records} edits before the damage \
+         (table files added later are not seen)",
+        path.display()
+    ));
+    st.next_file = st.next_file.max(num + 1);
+    Ok(Some((st, num)))
 }
 
 /// The number of the manifest CURRENT names; `None` if there is no CURRENT.
