@@ -243,13 +243,16 @@ impl Drop for DbOwner {
     }
 }
 
+/// The keys a prepared transaction wrote: (column family id, key).
+type PreparedKeys = Vec<(u64, Vec<u8>)>;
+
 /// Opens the `.prep` files of one prepared spilled write set and reads the keys
 /// they hold (locked again for the prepared transaction).
 fn open_prepared_spill(
     dir: &Path,
     files: &[(u64, u64)],
     cache: &Arc<BlockCache>,
-) -> Result<(PrepFiles, Vec<(u64, Vec<u8>)>)> {
+) -> Result<(PrepFiles, PreparedKeys)> {
     use crate::iter::InternalIterator;
     let mut tables = Vec::new();
     let mut keys = Vec::new();
@@ -924,7 +927,7 @@ impl DbInner {
         // Prepared spilled write sets (manifest): reopen their files.
         // Their keys are read now: a damaged file stops the open, or with
         // force_recovery leaves that prepared transaction out.
-        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, Vec<(u64, Vec<u8>)>)> = Vec::new();
+        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)> = Vec::new();
         for (xid, files) in &state.prepared_spills {
             match open_prepared_spill(dir, files, &cache) {
                 Ok((v, keys)) => spilled_prepares.push((xid.clone(), v, keys)),

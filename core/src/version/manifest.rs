@@ -555,7 +555,7 @@ pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
         return Ok(None);
     };
     let mut st = State::default();
-    let records = replay(&dir.join(manifest_name(num)), &mut st, |e| Err(e))?;
+    let records = replay(&dir.join(manifest_name(num)), &mut st, Err)?;
     if records == 0 {
         return Err(Error::corruption(
             dir.join(manifest_name(num)),
