@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: deb test-deb docker test-docker stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -68,7 +68,7 @@ test-docker: deb
 	@bash scripts/test-docker.sh
 
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull test-deb test-docker
+test: lint test-rust test-mtr test-conformance test-diskfull test-stress-crash test-force-recovery test-deb test-docker
 
 clean:
 	$(CARGO) clean
@@ -117,3 +117,20 @@ bench: plugin
 test-fulltext-diff: plugin
 	python3 scripts/fulltext-diff.py --seed 1 --queries 300 $(FULLTEXT_DIFF_ARGS)
 	python3 scripts/fulltext-diff.py --seed 2 --queries 300 $(FULLTEXT_DIFF_ARGS)
+
+# kill -9 at random moments, many times in a row, under random transactions, DDL,
+# OPTIMIZE and value-log GC; after each restart every table equals an expected-state
+# oracle and CHECK TABLE is clean (scripts/stress-crash.py; port 3413, its own var/).
+# STRESS_CRASH_SECONDS=N for the length; STRESS_CRASH_SEED=N repeats a run.
+STRESS_CRASH_SECONDS ?= 180
+stress-crash: plugin
+	STRESS_CRASH_SECONDS=$(STRESS_CRASH_SECONDS) python3 scripts/stress-crash.py
+
+# The short run of `make test` (~75 s).
+test-stress-crash: plugin
+	STRESS_CRASH_SECONDS=60 python3 scripts/stress-crash.py
+
+# tidesdb_force_recovery on each kind of damaged engine file: mariadb-dump saves every
+# intact table (scripts/test-force-recovery.py; ports 3414-3415; ~1 min).
+test-force-recovery: plugin
+	python3 scripts/test-force-recovery.py

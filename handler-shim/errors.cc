@@ -40,7 +40,8 @@ const char *private_error_text(int ha_error) {
   case HA_ERR_TIDESDB_CORRUPTION: return "TidesDB: data file corruption";
   case HA_ERR_TIDESDB_IO: return "TidesDB: I/O error";
   case HA_ERR_TIDESDB_READ_ONLY:
-    return "TidesDB: writes are refused after a failed sync; restart the server";
+    /* why (a failed sync, tidesdb_force_recovery) follows in the engine's message */
+    return "TidesDB: writes are refused";
   case HA_ERR_TIDESDB_INTERNAL: return "TidesDB: internal error";
   case HA_ERR_TIDESDB_NOT_OPEN: return "TidesDB: the engine is not open";
   default: return NULL;

@@ -217,6 +217,12 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   }
   int st = tdb_table_create_columns(name, n_indexes, auto_inc, &opts, ids.data(), flags.data(),
                                     ids.size());
+  if (st == TDB_READ_ONLY) {
+    /* the server's own error would say only "errno: 602"; say why */
+    int err = fail(st);
+    my_error(ER_GET_ERRMSG, MYF(0), err, m_last_error.c_str(), "TidesDB");
+    return err;
+  }
   if (st) return fail(st);
   st = fk_register_keys(name, form);
   int err = st ? fail(st) : fk_define(ha_thd(), name);

@@ -151,6 +151,19 @@ static MYSQL_SYSVAR_ULONGLONG(lock_escalation_threshold, sysvar_lock_escalation_
                               "then wait); 0 never escalates. InnoDB has no such limit",
                               NULL, update_lock_escalation_threshold, 100000, 0, ~0ULL, 0);
 
+/* Like innodb_force_recovery: start on a damaged engine directory, read-only, so
+   that mariadb-dump can save the intact tables (README, "Forcing recovery"). The
+   levels are the engine's (tdb_engine_open checks the range too). */
+static uint sysvar_force_recovery;
+static MYSQL_SYSVAR_UINT(force_recovery, sysvar_force_recovery,
+                         PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
+                         "0 = off. 1..3 start on a damaged engine directory read-only, skipping "
+                         "what cannot be read: 1 damaged table files, value logs, catalog entries "
+                         "and prepared-transaction files; 2 also a damaged write-ahead log (replay "
+                         "stops at the damage); 3 also a damaged manifest (read up to the damage) "
+                         "or CURRENT file",
+                         NULL, NULL, 0, 0, 3, 0);
+
 static uint sysvar_ft_min_token_size;
 static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
                          PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
@@ -178,6 +191,7 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(ft_max_token_size),
     MYSQL_SYSVAR(ft_enable_stopword),
+    MYSQL_SYSVAR(force_recovery),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(lock_escalation_threshold),
     MYSQL_SYSVAR(sync_mode),
@@ -468,6 +482,7 @@ static int tidesdb_init(void *p) {
   opts.sync_interval_ms = sysvar_sync_interval_ms;
   opts.background_threads = sysvar_background_threads;
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
+  opts.force_recovery = sysvar_force_recovery;
   tdb_ft_set_min_token_size(sysvar_ft_min_token_size);
   tdb_ft_set_max_token_size(sysvar_ft_max_token_size);
   if (int st = tdb_engine_open(dir.c_str(), &opts)) {
@@ -477,6 +492,10 @@ static int tidesdb_init(void *p) {
   }
   tdb_engine_set_lock_escalation_threshold(sysvar_lock_escalation_threshold);
   sql_print_information("TidesDB: opened %s", dir.c_str());
+  if (sysvar_force_recovery)
+    sql_print_warning("TidesDB: started with tidesdb_force_recovery=%u: the engine is "
+                      "read-only; dump the tables, then restart without it",
+                      sysvar_force_recovery);
   {
     /* Damaged table files were set aside instead of stopping the engine: say so. */
     const char *damaged = nullptr;

@@ -35,6 +35,10 @@ pub enum Error {
     Poisoned,
     /// The database was closed.
     Closed,
+    /// The database was opened read-only (`DbOptions::force_recovery`).
+    ReadOnly {
+        level: u8,
+    },
     InvalidArgument(String),
     /// Use of a committed / rolled back (or prepared) transaction.
     TransactionDone,
@@ -113,6 +117,7 @@ impl Error {
             Error::Deadlock => Error::Deadlock,
             Error::Poisoned => Error::Poisoned,
             Error::Closed => Error::Closed,
+            Error::ReadOnly { level } => Error::ReadOnly { level: *level },
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::TransactionDone => Error::TransactionDone,
             Error::Cancelled => Error::Cancelled,
@@ -155,6 +160,11 @@ impl fmt::Display for Error {
                 "a durable write failed earlier; database refuses writes until reopened"
             ),
             Error::Closed => write!(f, "database is closed"),
+            Error::ReadOnly { level } => write!(
+                f,
+                "the database was opened read-only to recover a damaged directory \
+                 (force recovery level {level})"
+            ),
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::TransactionDone => write!(f, "transaction already finished"),
             Error::Cancelled => write!(f, "lock wait cancelled"),

@@ -44,6 +44,19 @@ pub struct DbOptions {
     /// If the filesystem refuses `O_DIRECT` (`EINVAL` at open or read), reads
     /// silently fall back to the page cache; `Db::direct_reads_active` tells.
     pub use_direct_reads: bool,
+    /// Open a damaged directory (like `innodb_force_recovery`). 0: normal. From 1
+    /// the database is read-only: the open changes nothing on disk (replayed WAL
+    /// stays in memory; no new manifest or WAL segment, no file removed, no
+    /// background work) and every write fails with `Error::ReadOnly`. Each level
+    /// also skips what levels below it stop at (`Db::recovery_notes` says what):
+    /// 1: an unreadable prepared-transaction (`.prep`) file: that prepared
+    ///    transaction is left out (its writes were never visible);
+    /// 2: a damaged WAL record: replay of its segment stops there (later commits
+    ///    of that segment are lost), later segments are replayed;
+    /// 3: a damaged manifest: its edits are read up to the damage; a damaged or
+    ///    missing `CURRENT`: the newest `MANIFEST-*` file is read.
+    /// Damaged table and value log files are set aside at every level, 0 too.
+    pub force_recovery: u8,
 }
 
 impl Default for DbOptions {
@@ -54,6 +67,7 @@ impl Default for DbOptions {
             block_cache_size: 64 << 20,
             background_threads: 1,
             use_direct_reads: false,
+            force_recovery: 0,
         }
     }
 }

@@ -39,7 +39,7 @@ enum tdb_status {
   TDB_TABLE_EXISTS = 8,
   TDB_CORRUPTION = 9,     /* a checksum or format error in a data file */
   TDB_IO_ERROR = 10,      /* the OS refused a read, write or sync */
-  TDB_READ_ONLY = 11,     /* the engine refuses writes after a failed sync */
+  TDB_READ_ONLY = 11,     /* the engine refuses writes (after a failed sync; force_recovery) */
   TDB_INVALID = 12,       /* bad argument (a bug in the caller) */
   TDB_NOT_OPEN = 13,      /* the engine is not open (plugin init failed) */
   TDB_INTERNAL = 14,      /* a bug in the engine (a caught panic) */
@@ -62,6 +62,7 @@ struct tdb_engine_options {
   uint32_t sync_interval_ms;    /* for TDB_SYNC_INTERVAL */
   uint32_t background_threads;  /* flush + compaction threads */
   uint32_t use_direct_reads;    /* 0 or 1 */
+  uint32_t force_recovery;      /* tidesdb_force_recovery: 0 = off, 1..3 = read-only levels */
 };
 
 /* Opens (creating if needed) the engine's directory and recovers it. Once per process. */

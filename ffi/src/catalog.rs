@@ -24,6 +24,11 @@
 //! names it, and DROP INDEX removes its number from the list, so the families of the
 //! other indexes keep their names (see [`Catalog::alter_indexes`]).
 //!
+//! Every `table/<name>` entry is also written, in the same transaction, to the column
+//! family `__catalog_mirror` (same key and value; plus `mirror_complete` = empty once
+//! it holds every entry), the copy `tidesdb_force_recovery` reads the table list from
+//! when a file of `__catalog` is damaged.
+//!
 //! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
 //! leftovers of a crash between creating families and committing the entry (or of
 //! an index build that never committed); they are dropped when the engine opens.
@@ -38,6 +43,13 @@ use crate::columns::ColumnVersions;
 use crate::status::{FfiError, FfiResult, Status};
 
 const CATALOG_CF: &str = "__catalog";
+/// A second copy of every `table/<name>` entry, written in the same transactions,
+/// in a column family (so in table files) of its own: a damaged catalog file still
+/// leaves the engine the table list under `tidesdb_force_recovery`.
+const MIRROR_CF: &str = "__catalog_mirror";
+/// In the mirror: present once the mirror holds every table entry (its first fill
+/// and this key are one transaction).
+const MIRROR_COMPLETE_KEY: &[u8] = b"mirror_complete";
 const NEXT_ID_KEY: &[u8] = b"next_table_id";
 const TABLE_PREFIX: &[u8] = b"table/";
 const AUTOINC_PREFIX: &[u8] = b"autoinc/";
@@ -637,6 +649,12 @@ pub type CatalogWrite = (Vec<u8>, Option<Vec<u8>>);
 /// The catalog over one database.
 pub struct Catalog {
     cf: Cf,
+    /// `__catalog_mirror`; `None` only in a read-only engine that has none.
+    mirror: Option<Cf>,
+    read_only: bool,
+    /// What a read-only open read from the mirror instead (one line each, for
+    /// the error log).
+    notes: Mutex<Vec<String>>,
     /// Serialises DDL: each DDL statement reads and writes `next_table_id`.
     ddl: Mutex<()>,
     open_tables: Mutex<HashMap<String, Arc<TableShared>>>,
@@ -668,19 +686,154 @@ fn no_such_table(name: &str) -> FfiError {
 
 impl Catalog {
     /// Opens (creating if needed) the catalog and drops leftover column families.
-    pub fn open(db: &Db) -> FfiResult<Catalog> {
+    /// `read_only` (`tidesdb_force_recovery`): nothing is created or dropped, and
+    /// nothing is read at open, so a damaged part of the catalog fails only the
+    /// tables whose entries it holds, when they are opened.
+    pub fn open(db: &Db, read_only: bool) -> FfiResult<Catalog> {
         let cf = match db.cf(CATALOG_CF) {
             Some(cf) => cf,
+            None if read_only => {
+                return Err(FfiError::new(
+                    Status::Corruption,
+                    format!(
+                        "the catalog (column family {CATALOG_CF}) is missing from the \
+                         engine's manifest in {}",
+                        db.path().display()
+                    ),
+                ))
+            }
             None => db.create_cf(CATALOG_CF, CfOptions::default())?,
+        };
+        let mirror = match db.cf(MIRROR_CF) {
+            Some(cf) => Some(cf),
+            None if read_only => None,
+            None => Some(db.create_cf(MIRROR_CF, CfOptions::default())?),
         };
         let catalog = Catalog {
             cf,
+            mirror,
+            read_only,
+            notes: Mutex::new(Vec::new()),
             ddl: Mutex::new(()),
             open_tables: Mutex::new(HashMap::new()),
         };
-        catalog.drop_temporary_tables(db)?;
-        catalog.drop_orphans(db)?;
+        if read_only {
+            // Read it all now, so that the error log says at start whether (and
+            // why) the table list comes from the mirror.
+            let all = |cf: &Cf| -> FfiResult<()> {
+                let mut txn = db.begin(Isolation::ReadCommitted);
+                let mut keys = Vec::new();
+                let mut it = txn.iter(cf, IterOptions::default())?;
+                it.seek(b"");
+                while it.valid() {
+                    keys.push(it.key().to_vec());
+                    it.next();
+                }
+                it.status()?;
+                drop(it);
+                // point reads too: they use the files' bloom filters, scans do not
+                for k in &keys {
+                    txn.get(cf, k)?;
+                }
+                txn.rollback();
+                Ok(())
+            };
+            if let Err(e) = catalog.read_with_mirror(all) {
+                catalog.notes.lock().push(format!(
+                    "neither the catalog nor its copy {MIRROR_CF} can be read ({}); \
+                     TidesDB tables cannot be opened",
+                    e.message
+                ));
+            }
+        } else {
+            catalog.fill_mirror(db)?;
+            catalog.drop_temporary_tables(db)?;
+            catalog.drop_orphans(db)?;
+        }
         Ok(catalog)
+    }
+
+    /// Copies every table entry into a mirror that is not complete (new, or its
+    /// first fill was cut short by a crash).
+    fn fill_mirror(&self, db: &Db) -> FfiResult<()> {
+        let Some(mirror) = &self.mirror else {
+            return Ok(());
+        };
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        if txn.get(mirror, MIRROR_COMPLETE_KEY)?.is_some() {
+            txn.rollback();
+            return Ok(());
+        }
+        for (k, _) in Self::raw_entries(db, mirror)? {
+            txn.delete(mirror, &k)?;
+        }
+        for (k, v) in Self::raw_entries(db, &self.cf)? {
+            txn.put(mirror, &k, &v)?;
+        }
+        txn.put(mirror, MIRROR_COMPLETE_KEY, b"")?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The `table/` entries of `cf` as stored.
+    fn raw_entries(db: &Db, cf: &Cf) -> FfiResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        let mut it = txn.iter(cf, IterOptions::default())?;
+        it.seek(TABLE_PREFIX);
+        let mut out = Vec::new();
+        while it.valid() && it.key().starts_with(TABLE_PREFIX) {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
+    }
+
+    /// Writes (or with `None` deletes) the entry of table `name` in the catalog
+    /// and its mirror, in `txn`.
+    fn put_meta(
+        &self,
+        txn: &mut tidesdb_core::Txn,
+        name: &str,
+        meta: Option<&TableMeta>,
+    ) -> FfiResult<()> {
+        let key = table_key(name);
+        for cf in std::iter::once(&self.cf).chain(self.mirror.as_ref()) {
+            match meta {
+                Some(m) => txn.put(cf, &key, &m.encode())?,
+                None => txn.delete(cf, &key)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A read of the catalog; in a read-only engine, when the catalog's files
+    /// cannot be read, the same read of the mirror (noted for the error log).
+    fn read_with_mirror<T>(&self, read: impl Fn(&Cf) -> FfiResult<T>) -> FfiResult<T> {
+        match read(&self.cf) {
+            Err(e) if self.read_only && e.status == Status::Corruption => {
+                let Some(mirror) = &self.mirror else {
+                    return Err(e);
+                };
+                let v = read(mirror)?;
+                let note = format!(
+                    "the catalog cannot be read ({}); the table list comes from its copy \
+                     {MIRROR_CF}",
+                    e.message
+                );
+                let mut notes = self.notes.lock();
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                Ok(v)
+            }
+            r => r,
+        }
+    }
+
+    /// The lines `read_with_mirror` noted.
+    pub fn recovery_notes(&self) -> Vec<String> {
+        self.notes.lock().clone()
     }
 
     /// The catalog's column family (shared with the constraint catalog,
@@ -718,10 +871,14 @@ impl Catalog {
 
     /// Catalog entries whose table name starts with `prefix`.
     fn entries(&self, db: &Db, prefix: &[u8]) -> FfiResult<Vec<(String, TableMeta)>> {
+        self.read_with_mirror(|cf| Self::entries_in(db, cf, prefix))
+    }
+
+    fn entries_in(db: &Db, cf: &Cf, prefix: &[u8]) -> FfiResult<Vec<(String, TableMeta)>> {
         let mut lower = TABLE_PREFIX.to_vec();
         lower.extend_from_slice(prefix);
         let mut txn = db.begin(Isolation::ReadCommitted);
-        let mut it = txn.iter(&self.cf, IterOptions::default())?;
+        let mut it = txn.iter(cf, IterOptions::default())?;
         it.seek(&lower);
         let mut out = Vec::new();
         while it.valid() && it.key().starts_with(&lower) {
@@ -767,10 +924,12 @@ impl Catalog {
     }
 
     fn lookup(&self, db: &Db, name: &str) -> FfiResult<Option<TableMeta>> {
-        let mut txn = db.begin(Isolation::ReadCommitted);
-        let v = txn.get(&self.cf, &table_key(name))?;
-        txn.rollback();
-        v.map(|bytes| TableMeta::decode(name, &bytes)).transpose()
+        self.read_with_mirror(|cf| {
+            let mut txn = db.begin(Isolation::ReadCommitted);
+            let v = txn.get(cf, &table_key(name))?;
+            txn.rollback();
+            v.map(|bytes| TableMeta::decode(name, &bytes)).transpose()
+        })
     }
 
     fn create_cfs(db: &Db, meta: &TableMeta, opts: &CfOptions) -> FfiResult<Vec<Cf>> {
@@ -823,7 +982,7 @@ impl Catalog {
         let cfs = Self::create_cfs(db, &meta, opts)?;
         let commit = (|| -> FfiResult<()> {
             txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
-            txn.put(&self.cf, &table_key(name), &meta.encode())?;
+            self.put_meta(&mut txn, name, Some(&meta))?;
             txn.commit()?;
             Ok(())
         })();
@@ -893,7 +1052,7 @@ impl Catalog {
         // before this transaction's snapshot, or it would conflict with the delete.
         db.write_deferred();
         let mut txn = db.begin(Isolation::RepeatableRead);
-        txn.delete(&self.cf, &table_key(name))?;
+        self.put_meta(&mut txn, name, None)?;
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.delete(&self.cf, &extent_key(meta.table_id))?;
@@ -937,8 +1096,8 @@ impl Catalog {
             ));
         }
         let mut txn = db.begin(Isolation::RepeatableRead);
-        txn.delete(&self.cf, &table_key(from))?;
-        txn.put(&self.cf, &table_key(to), &meta.encode())?;
+        self.put_meta(&mut txn, from, None)?;
+        self.put_meta(&mut txn, to, Some(&meta))?;
         self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         let mut open = self.open_tables.lock();
@@ -1091,7 +1250,7 @@ impl Catalog {
         }
         db.write_deferred(); // a queued statistics put, as in drop_table
         let mut txn = db.begin(Isolation::RepeatableRead);
-        txn.put(&self.cf, &table_key(name), &meta.encode())?;
+        self.put_meta(&mut txn, name, Some(&meta))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.commit()?;
         let (cfs, _blob_cf) = split_blob_cf(cfs)?;

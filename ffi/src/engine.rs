@@ -17,6 +17,8 @@ pub struct Engine {
     pub catalog: Catalog,
     /// FOREIGN KEY constraints and the key definitions they resolve against.
     pub fks: ForeignKeys,
+    /// `tidesdb_force_recovery` the engine was opened with; above 0 it is read-only.
+    pub force_recovery: u32,
 }
 
 static ENGINE: RwLock<Option<Arc<Engine>>> = RwLock::new(None);
@@ -41,6 +43,34 @@ pub struct EngineOptions {
     pub sync_interval_ms: u32,
     pub background_threads: u32,
     pub use_direct_reads: u32,
+    /// `tidesdb_force_recovery`: 0 = off; 1..=3 open a damaged directory read-only,
+    /// skipping more of what cannot be read at each level (README, "Forcing recovery").
+    pub force_recovery: u32,
+}
+
+/// The highest `tidesdb_force_recovery` level.
+pub const MAX_FORCE_RECOVERY: u32 = 3;
+
+/// True if the engine was opened with `tidesdb_force_recovery` (read-only).
+pub fn read_only() -> bool {
+    ENGINE.read().as_ref().is_some_and(|e| e.force_recovery > 0)
+}
+
+/// Refuses a write (DML, DDL, ANALYZE, OPTIMIZE, XA) of an engine opened with
+/// `tidesdb_force_recovery`: its files stay as they were found.
+pub fn writable() -> FfiResult<()> {
+    let e = engine()?;
+    if e.force_recovery > 0 {
+        return Err(FfiError::new(
+            Status::ReadOnly,
+            format!(
+                "the engine was started with tidesdb_force_recovery={} and is read-only \
+                 (dump the tables, then restart without it)",
+                e.force_recovery
+            ),
+        ));
+    }
+    Ok(())
 }
 
 pub fn sync_mode(mode: u32, interval_ms: u32) -> SyncMode {
@@ -75,12 +105,30 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
             .filter(|&n| n > 0)
             .unwrap_or(defaults.background_threads),
         use_direct_reads: opts.use_direct_reads != 0,
+        force_recovery: u8::try_from(opts.force_recovery).unwrap_or(u8::MAX),
     };
+    if opts.force_recovery > MAX_FORCE_RECOVERY {
+        return Err(FfiError::new(
+            Status::Invalid,
+            format!(
+                "tidesdb_force_recovery={} is above the highest level {MAX_FORCE_RECOVERY}",
+                opts.force_recovery
+            ),
+        ));
+    }
+    let read_only = opts.force_recovery > 0;
     let db = Db::open(dir, options)?;
-    let catalog = Catalog::open(&db)?;
+    let catalog = Catalog::open(&db, read_only)?;
     let fks = ForeignKeys::default();
-    fks.purge_orphans(&db, catalog.cf(), &catalog.list_tables(&db)?)?;
-    *slot = Some(Arc::new(Engine { db, catalog, fks }));
+    if !read_only {
+        fks.purge_orphans(&db, catalog.cf(), &catalog.list_tables(&db)?)?;
+    }
+    *slot = Some(Arc::new(Engine {
+        db,
+        catalog,
+        fks,
+        force_recovery: opts.force_recovery,
+    }));
     Ok(())
 }
 

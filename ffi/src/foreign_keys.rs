@@ -875,6 +875,11 @@ pub unsafe extern "C" fn tdb_table_set_keys(
     n_keys: u32,
 ) -> c_int {
     guard(|| {
+        if crate::engine::read_only() {
+            // Opening a table registers its keys for FOREIGN KEY checks, which
+            // a read-only engine never makes: nothing to keep, nothing to write.
+            return Ok(());
+        }
         // SAFETY: by contract.
         let name = unsafe { raw::str(name) }?;
         // SAFETY: by contract.
@@ -921,6 +926,7 @@ pub unsafe extern "C" fn tdb_fk_define(
     checks: c_int,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: by contract (each pointer below likewise).
         let child = unsafe { raw::str(child) }?;
         // SAFETY: as above.
@@ -977,6 +983,7 @@ pub unsafe extern "C" fn tdb_fk_rename_column(
     to: *const c_char,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: by contract.
         let (name, from, to) = unsafe { (raw::str(name)?, raw::str(from)?, raw::str(to)?) };
         let e = engine()?;

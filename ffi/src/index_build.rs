@@ -236,6 +236,7 @@ pub unsafe extern "C" fn tdb_index_build_begin(
     out: *mut *mut IndexBuild,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: NUL-terminated by contract.
         let name = unsafe { raw::str(name) }?;
         let build = Box::new(IndexBuild::begin(name, count)?);

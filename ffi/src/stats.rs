@@ -216,6 +216,13 @@ pub fn damaged_text() -> FfiResult<String> {
     let e = engine()?;
     let damaged = e.db.quarantined_files();
     let mut out = String::new();
+    for note in
+        e.db.recovery_notes()
+            .into_iter()
+            .chain(e.catalog.recovery_notes())
+    {
+        let _ = writeln!(out, "{note}");
+    }
     if damaged.is_empty() {
         return Ok(out);
     }

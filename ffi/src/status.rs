@@ -68,7 +68,7 @@ impl From<CoreError> for FfiError {
             CoreError::Conflict => Status::Conflict,
             CoreError::LockTimeout => Status::LockTimeout,
             CoreError::Deadlock => Status::Deadlock,
-            CoreError::Poisoned => Status::ReadOnly,
+            CoreError::Poisoned | CoreError::ReadOnly { .. } => Status::ReadOnly,
             CoreError::Closed => Status::NotOpen,
             CoreError::Cancelled => Status::Aborted,
             CoreError::UnknownXid(_) => Status::NotFound,

@@ -218,6 +218,7 @@ pub unsafe extern "C" fn tdb_table_create(
     opts: *const TableOptions,
 ) -> c_int {
     with_name(name, |name| {
+        crate::engine::writable()?;
         // SAFETY: NULL or a valid struct, by contract.
         let cf_opts = match unsafe { opts.as_ref() } {
             Some(o) => o.to_cf_options()?,
@@ -242,6 +243,7 @@ pub unsafe extern "C" fn tdb_table_create_columns(
     n_columns: usize,
 ) -> c_int {
     with_name(name, |name| {
+        crate::engine::writable()?;
         // SAFETY: NULL or a valid struct, by contract.
         let cf_opts = match unsafe { opts.as_ref() } {
             Some(o) => o.to_cf_options()?,
@@ -357,6 +359,7 @@ impl TableOptions {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
     with_name(name, |name| {
+        crate::engine::writable()?;
         let e = engine()?;
         // The table's constraint entries go in the catalog's transaction.
         e.fks.dropped(&e.db, e.catalog.cf(), name, |w| {
@@ -370,6 +373,7 @@ pub unsafe extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_int {
     with_name(from, |from| {
+        crate::engine::writable()?;
         // SAFETY: NUL-terminated by contract.
         let to = unsafe { raw::str(to) }?;
         let e = engine()?;
@@ -385,6 +389,7 @@ pub unsafe extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_truncate(name: *const c_char) -> c_int {
     with_name(name, |name| {
+        crate::engine::writable()?;
         let e = engine()?;
         e.catalog.truncate(&e.db, name)
     })
@@ -395,6 +400,7 @@ pub unsafe extern "C" fn tdb_table_truncate(name: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_database_drop(db_path: *const c_char) -> c_int {
     with_name(db_path, |path| {
+        crate::engine::writable()?;
         let e = engine()?;
         e.catalog.drop_database(&e.db, path)
     })
@@ -584,6 +590,7 @@ pub unsafe extern "C" fn tdb_table_stats_save(
     durable: c_int,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: a live handle and a valid buffer by contract.
         let table = unsafe { raw::handle(table) }?;
         // SAFETY: as above.
@@ -718,6 +725,7 @@ pub unsafe extern "C" fn tdb_table_sample_keys(
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_compact_external(table: *mut Table) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
         Ok(engine()?.db.optimize(&table.shared.blob_cf())?)
@@ -729,6 +737,7 @@ pub unsafe extern "C" fn tdb_table_compact_external(table: *mut Table) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_compact_index(table: *mut Table, index: u32) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: a live handle by contract.
         let table = unsafe { raw::handle(table) }?;
         let cf = table.shared.cf(index)?;
@@ -749,6 +758,7 @@ pub unsafe extern "C" fn tdb_apply(
     failed_op: *mut usize,
 ) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: live handles by contract.
         let trx = unsafe { raw::handle(trx) }?;
         // SAFETY: as above.

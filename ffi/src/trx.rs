@@ -358,6 +358,7 @@ pub unsafe extern "C" fn tdb_trx_cancel(trx: *const Trx) {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len: usize) -> c_int {
     with_trx(trx, |t| {
+        crate::engine::writable()?;
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         t.prepare(xid)
@@ -369,6 +370,7 @@ pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len:
 #[no_mangle]
 pub unsafe extern "C" fn tdb_xa_commit(xid: *const u8, xid_len: usize) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         Ok(engine()?.db.commit_prepared(xid)?)
@@ -380,6 +382,7 @@ pub unsafe extern "C" fn tdb_xa_commit(xid: *const u8, xid_len: usize) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn tdb_xa_rollback(xid: *const u8, xid_len: usize) -> c_int {
     guard(|| {
+        crate::engine::writable()?;
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         Ok(engine()?.db.rollback_prepared(xid)?)
@@ -394,7 +397,13 @@ pub type XidCallback = unsafe extern "C" fn(ctx: *mut c_void, xid: *const u8, xi
 #[no_mangle]
 pub unsafe extern "C" fn tdb_xa_recover(found: Option<XidCallback>, ctx: *mut c_void) -> usize {
     crate::status::guard_value(0, || {
-        let prepared = engine()?.db.recover_prepared();
+        let e = engine()?;
+        if e.force_recovery > 0 {
+            // Read-only: the server must not resolve them now; they stay prepared
+            // on disk for the next normal start.
+            return Ok(0);
+        }
+        let prepared = e.db.recover_prepared();
         if let Some(found) = found {
             for p in &prepared {
                 // SAFETY: the caller's callback, called with a buffer valid for the call.

@@ -39,7 +39,7 @@ fn ddl_survives_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t1", 2, 1).expect("create t1");
         catalog.create(&db, "./d/t2", 0, 1).expect("create t2");
         catalog.create(&db, "./e/t3", 0, 1).expect("create t3");
@@ -59,7 +59,7 @@ fn ddl_survives_reopen() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let mut tables = catalog.list_tables(&db).expect("list");
     tables.sort();
     assert_eq!(tables, vec!["d/renamed".to_string(), "d/t2".to_string()]);
@@ -72,7 +72,7 @@ fn ddl_survives_reopen() {
 fn truncate_swaps_in_empty_families_and_resets_counters() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     catalog.create(&db, "./d/t", 1, 100).expect("create");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     assert_eq!(
@@ -105,7 +105,7 @@ fn truncate_swaps_in_empty_families_and_resets_counters() {
 fn drop_makes_open_handles_fail_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     catalog.create(&db, "./d/t", 0, 1).expect("create");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     catalog.drop_table(&db, "./d/t").expect("drop");
@@ -123,7 +123,7 @@ fn orphan_families_are_dropped_at_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t", 0, 1).expect("create");
         // As if a CREATE was interrupted after making its families.
         db.create_cf("t99", CfOptions::default()).expect("orphan");
@@ -133,7 +133,7 @@ fn orphan_families_are_dropped_at_open() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let _catalog = Catalog::open(&db).expect("catalog");
+    let _catalog = Catalog::open(&db, false).expect("catalog");
     let mut cfs = db.list_cfs();
     cfs.sort();
     assert_eq!(
@@ -151,7 +151,7 @@ fn auto_increment_counter_survives_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t", 0, 1).expect("create");
         let shared = catalog.open_table(&db, "./d/t").expect("open");
         shared.autoinc_seed(1).expect("seed");
@@ -166,7 +166,7 @@ fn auto_increment_counter_survives_reopen() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     // Rows stored only up to id 3 would say 4; the persisted counter says 42.
     assert_eq!(shared.autoinc_seed(4).expect("seed"), 42);
@@ -180,7 +180,7 @@ fn reserved_but_unused_auto_increment_values_are_not_kept_over_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t", 0, 1).expect("create");
         let shared = catalog.open_table(&db, "./d/t").expect("open");
         shared.autoinc_seed(1).expect("seed");
@@ -204,7 +204,7 @@ fn reserved_but_unused_auto_increment_values_are_not_kept_over_reopen() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     // The rows left end at 35 (the others were deleted): the counter says 101.
     assert_eq!(shared.autoinc_seed(36).expect("seed"), 101);
@@ -237,7 +237,7 @@ fn table_options_apply_to_every_family() {
     };
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         let cf_opts = opts.to_cf_options().expect("valid options");
         catalog
             .create_with(&db, "./d/t", 2, 1, &cf_opts)
@@ -246,7 +246,7 @@ fn table_options_apply_to_every_family() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     check(&db, &catalog);
     catalog.truncate(&db, "./d/t").expect("truncate");
     check(&db, &catalog);
@@ -295,7 +295,7 @@ fn in_place_index_changes_keep_the_other_indexes_families() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t", 3, 1).expect("create");
         let shared = catalog.open_table(&db, "./d/t").expect("open");
         let third = shared.cf(3).expect("third index");
@@ -336,7 +336,7 @@ fn in_place_index_changes_keep_the_other_indexes_families() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     assert_eq!(
         sorted_cfs(&db),
         vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i3", "t1.i4"]
@@ -357,7 +357,7 @@ fn temporary_tables_do_not_outlive_a_crash() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/t", 1, 1).expect("create");
         catalog
             .create(&db, "/tmp/#sql-temptable-1f-4-0", 1, 1)
@@ -370,7 +370,7 @@ fn temporary_tables_do_not_outlive_a_crash() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let mut tables = catalog.list_tables(&db).expect("list");
     tables.sort();
     // The ALTER's scratch table is the server's DDL recovery's business.
@@ -386,7 +386,7 @@ fn spatial_extents_grow_persist_and_reset() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         catalog.create(&db, "./d/s", 2, 1).expect("create");
         let t = catalog.open_table(&db, "./d/s").expect("open table");
         assert_eq!(t.spatial_extent(1).expect("extent"), (0.0, 0.0));
@@ -397,7 +397,7 @@ fn spatial_extents_grow_persist_and_reset() {
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let t = catalog.open_table(&db, "./d/s").expect("open table");
     assert_eq!(t.spatial_extent(1).expect("extent"), (2.0, 3.0));
     assert_eq!(t.spatial_extent(2).expect("extent"), (7.0, 7.0));
@@ -418,7 +418,7 @@ fn online_build_families_are_published_and_leftovers_dropped_by_the_next_build()
     use tidesdb_ffi::catalog::{building_slot, BLOB_INDEX, BUILDING_INDEX};
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     catalog.create(&db, "./d/t", 1, 1).expect("create");
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     let v0 = shared.definition_version();

@@ -172,6 +172,8 @@ pub(crate) struct DbInner {
     bg_cv: Condvar,
     closed: AtomicBool,
     poisoned: AtomicBool,
+    /// What the open skipped of a damaged directory (`DbOptions::force_recovery`).
+    recovery_notes: Vec<String>,
     /// Last failure of a background flush or compaction, until one succeeds
     /// again (stalled writers get it instead of waiting for ever).
     bg_error: Mutex<Option<Error>>,
@@ -239,6 +241,37 @@ impl Drop for DbOwner {
     fn drop(&mut self) {
         let _ = self.inner.close();
     }
+}
+
+/// The keys a prepared transaction wrote: (column family id, key).
+type PreparedKeys = Vec<(u64, Vec<u8>)>;
+
+/// Opens the `.prep` files of one prepared spilled write set and reads the keys
+/// they hold (locked again for the prepared transaction).
+fn open_prepared_spill(
+    dir: &Path,
+    files: &[(u64, u64)],
+    cache: &Arc<BlockCache>,
+) -> Result<(PrepFiles, PreparedKeys)> {
+    use crate::iter::InternalIterator;
+    let mut tables = Vec::new();
+    let mut keys = Vec::new();
+    for (cf, no) in files {
+        let t = Arc::new(Table::open(
+            crate::txn::spill::prep_path(dir, *no),
+            *no,
+            cache.clone(),
+        )?);
+        let mut it = crate::table::sst::TableIter::new(t.clone());
+        it.seek_to_first();
+        while it.valid() {
+            keys.push((*cf, it.user_key().to_vec()));
+            it.next();
+        }
+        it.status()?;
+        tables.push((*cf, t));
+    }
+    Ok((tables, keys))
 }
 
 fn list_dir(dir: &Path) -> Result<Vec<String>> {
@@ -596,6 +629,13 @@ impl Db {
         self.inner().bg_error.lock().as_ref().map(|e| e.to_string())
     }
 
+    /// One line per thing the open skipped of a damaged directory under
+    /// `DbOptions::force_recovery` (a WAL tail, a prepared transaction, manifest
+    /// edits), each naming the file; empty otherwise.
+    pub fn recovery_notes(&self) -> Vec<String> {
+        self.inner().recovery_notes.clone()
+    }
+
     /// Directory of the database.
     pub fn path(&self) -> &Path {
         &self.inner().dir
@@ -609,7 +649,16 @@ impl DbInner {
         let lock = crate::fsutil::lock_dir(dir)?;
         let cache = Arc::new(BlockCache::new(opts.block_cache_size));
         let names = list_dir(dir)?;
-        let (mut state, old_manifest) = match manifest::load(dir)? {
+        // force_recovery: what a damaged directory made the open skip.
+        let level = opts.force_recovery;
+        let read_only = level > 0;
+        let mut notes = Vec::new();
+        let loaded = if level >= 3 {
+            manifest::load_salvaging(dir, &mut notes)?
+        } else {
+            manifest::load(dir)?
+        };
+        let (mut state, old_manifest) = match loaded {
             Some((s, n)) => (s, Some(n)),
             None => {
                 if names
@@ -722,7 +771,7 @@ impl DbInner {
         let mut prepared: BTreeMap<Vec<u8>, Vec<Op>> = BTreeMap::new();
         for (i, &n) in segs.iter().enumerate() {
             let path = wal::segment_path(dir, n);
-            wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
+            let replayed = wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
                 let rec = batch::decode(payload)
                     .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
                 let apply = |seq: u64, ops: Vec<Op>| {
@@ -758,11 +807,21 @@ impl DbInner {
                     }
                 }
                 Ok(())
-            })?;
+            });
+            match replayed {
+                Ok(_) => {}
+                Err(e) if level >= 2 && e.is_corruption() => notes.push(format!(
+                    "damaged write-ahead log segment {} ({e}): its records from the damage \
+                     on are skipped (the commits they hold are lost)",
+                    path.display()
+                )),
+                Err(e) => return Err(e),
+            }
         }
 
-        // Flush replayed memtables so old WAL segments can go.
-        for (id, cf) in &cfs {
+        // Flush replayed memtables so old WAL segments can go (read-only: they
+        // stay in memory).
+        for (id, cf) in cfs.iter().filter(|_| !read_only) {
             let mem = cf.current().mem.clone();
             if mem.is_empty() {
                 continue;
@@ -808,13 +867,21 @@ impl DbInner {
         state.last_seq = last_seq;
         let mnum = next_file.fetch_add(1, Ordering::SeqCst);
         state.next_file = next_file.load(Ordering::SeqCst);
-        let mw = ManifestWriter::create(dir, mnum, &state)?;
+        let mw = if read_only {
+            ManifestWriter::read_only(dir, old_manifest.unwrap_or(mnum))
+        } else {
+            ManifestWriter::create(dir, mnum, &state)?
+        };
 
         // The fresh WAL segment starts with the unresolved prepares (re-logged,
         // fsynced) before the replayed segments are deleted.
         let wal_no = next_file.fetch_add(1, Ordering::SeqCst);
-        let mut w = WalWriter::create(dir, wal_no)?;
-        if !prepared.is_empty() {
+        let mut w = if read_only {
+            None
+        } else {
+            Some(WalWriter::create(dir, wal_no)?)
+        };
+        if let Some(w) = w.as_mut().filter(|_| !prepared.is_empty()) {
             let mut framed = Vec::new();
             for (xid, ops) in &prepared {
                 wal::frame_with(&mut framed, |out| {
@@ -831,7 +898,7 @@ impl DbInner {
             .values()
             .flat_map(|c| c.levels.iter().flatten().map(|f| f.file_no))
             .collect();
-        for n in &names {
+        for n in names.iter().filter(|_| !read_only) {
             let remove = if let Some(no) = sst::parse_table_name(n) {
                 !live.contains(&no)
             } else if let Some(no) = crate::vlog::file::parse_vlog_name(n) {
@@ -847,6 +914,8 @@ impl DbInner {
             {
                 true
             } else if let Some(m) = n.strip_prefix("MANIFEST-") {
+                // the new one and its copy stay
+                let m = m.strip_suffix(".copy").unwrap_or(m);
                 m.parse::<u64>().ok() != Some(mnum)
             } else {
                 n.ends_with(".tmp")
@@ -855,19 +924,22 @@ impl DbInner {
                 let _ = std::fs::remove_file(dir.join(n));
             }
         }
-        let _ = old_manifest;
         // Prepared spilled write sets (manifest): reopen their files.
-        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles)> = Vec::new();
+        // Their keys are read now: a damaged file stops the open, or with
+        // force_recovery leaves that prepared transaction out.
+        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)> = Vec::new();
         for (xid, files) in &state.prepared_spills {
-            let mut v = Vec::new();
-            for (cf, no) in files {
-                let t = Table::open(crate::txn::spill::prep_path(dir, *no), *no, cache.clone())?;
-                v.push((*cf, Arc::new(t)));
+            match open_prepared_spill(dir, files, &cache) {
+                Ok((v, keys)) => spilled_prepares.push((xid.clone(), v, keys)),
+                Err(e) if read_only => notes.push(format!(
+                    "unreadable prepared-transaction file ({e}): that prepared transaction \
+                     (xid {xid:02x?}) is left out; its writes were never visible"
+                )),
+                Err(e) => return Err(e),
             }
-            spilled_prepares.push((xid.clone(), v));
         }
 
-        let cur_file = w.file.clone();
+        let cur_file = w.as_ref().map(|w| w.file.clone());
         let inner = Arc::new(DbInner {
             dir: dir.to_path_buf(),
             sync_mode: Mutex::new(opts.sync_mode),
@@ -878,7 +950,7 @@ impl DbInner {
             ddl: Mutex::new(()),
             visible_seq: AtomicU64::new(last_seq),
             write: Mutex::new(WriteState {
-                wal: Some(w),
+                wal: w,
                 seg_max_seq: 0,
                 last_seq,
             }),
@@ -891,7 +963,7 @@ impl DbInner {
             }),
             queue_cv: Condvar::new(),
             wal_segments: Mutex::new(Vec::new()),
-            current_wal_file: Mutex::new(Some(cur_file)),
+            current_wal_file: Mutex::new(cur_file),
             manifest: Mutex::new((mw, state)),
             next_file,
             snapshots: Mutex::new(BTreeMap::new()),
@@ -903,6 +975,7 @@ impl DbInner {
             bg_cv: Condvar::new(),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
+            recovery_notes: notes,
             bg_error: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
@@ -952,26 +1025,17 @@ impl DbInner {
                     },
                 );
             }
-            for (xid, spill) in spilled_prepares {
+            for (xid, spill, keys) in spilled_prepares {
                 let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
-                let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
-                for (cf, t) in &spill {
-                    use crate::iter::InternalIterator;
-                    let mut it = crate::table::sst::TableIter::new(t.clone());
-                    it.seek_to_first();
-                    while it.valid() {
-                        inner.locks.lock(
-                            owner,
-                            *cf,
-                            it.user_key(),
-                            crate::txn::lock::LockMode::Exclusive,
-                            Duration::ZERO,
-                            &never,
-                        )?;
-                        keys.push((*cf, it.user_key().to_vec()));
-                        it.next();
-                    }
-                    it.status()?;
+                for (cf, key) in &keys {
+                    inner.locks.lock(
+                        owner,
+                        *cf,
+                        key,
+                        crate::txn::lock::LockMode::Exclusive,
+                        Duration::ZERO,
+                        &never,
+                    )?;
                 }
                 p.keys.extend(keys.iter().cloned());
                 p.by_xid.insert(
@@ -987,7 +1051,9 @@ impl DbInner {
                 );
             }
         }
-        inner.start_threads()?;
+        if !read_only {
+            inner.start_threads()?;
+        }
         Ok(inner)
     }
 
@@ -1123,6 +1189,11 @@ impl DbInner {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        if self.opts.force_recovery > 0 {
+            return Err(Error::ReadOnly {
+                level: self.opts.force_recovery,
+            });
+        }
         if self.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned);
         }

@@ -34,6 +34,10 @@
 //! an unknown value log file in `VlogGarbage` / `VlogRemove` is ignored (its
 //! column family was dropped meanwhile).
 //!
+//! Every manifest has a copy, `MANIFEST-<number:06>.copy`: the same edits
+//! written (and fsynced) alike, read only when the manifest is damaged
+//! (`DbOptions::force_recovery` 3, `load_salvaging`).
+//!
 //! A new manifest is started with a full snapshot of the state at every open
 //! and when the current one grows past 4 MiB.
 
@@ -533,8 +537,120 @@ pub(crate) fn manifest_name(n: u64) -> String {
     format!("MANIFEST-{n:06}")
 }
 
+/// The copy of manifest file `path`: `<name>.copy`, the same bytes.
+pub(crate) fn copy_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".copy");
+    PathBuf::from(name)
+}
+
+fn remove_with_copy(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let _ = std::fs::remove_file(copy_path(path));
+}
+
 /// Reads CURRENT and replays the manifest it names. `Ok(None)` if no CURRENT.
 pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
+    let Some(num) = current_number(dir)? else {
+        return Ok(None);
+    };
+    let mut st = State::default();
+    let records = replay(&dir.join(manifest_name(num)), &mut st, Err)?;
+    if records == 0 {
+        return Err(Error::corruption(
+            dir.join(manifest_name(num)),
+            0,
+            "empty manifest",
+        ));
+    }
+    st.next_file = st.next_file.max(num + 1);
+    Ok(Some((st, num)))
+}
+
+/// `load` of a damaged directory (`DbOptions::force_recovery` 3). A damaged or
+/// missing CURRENT, or one naming a missing manifest, gives way to the newest
+/// `MANIFEST-*` file; a damaged edit ends the replay (the state as of the edit
+/// before it); a manifest damaged in its first edit (its snapshot) gives way to
+/// the older one kept beside it (the state as of the open before: table files
+/// written since are not seen, files removed since are missing). What was
+/// skipped goes to `notes`. Writes nothing.
+pub(crate) fn load_salvaging(dir: &Path, notes: &mut Vec<String>) -> Result<Option<(State, u64)>> {
+    let mut on_disk: Vec<u64> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("list {}", dir.display()), e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("MANIFEST-"))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .collect();
+    on_disk.sort_unstable_by(|a, b| b.cmp(a));
+    let mut candidates = Vec::new();
+    match current_number(dir) {
+        Ok(Some(n)) if on_disk.contains(&n) => candidates.push(n),
+        Ok(Some(n)) => notes.push(format!(
+            "CURRENT names {}, which is missing",
+            manifest_name(n)
+        )),
+        Ok(None) if on_disk.is_empty() => return Ok(None),
+        Ok(None) => notes.push("CURRENT is missing".to_string()),
+        Err(e) => notes.push(e.to_string()),
+    }
+    let first = candidates.first().copied();
+    candidates.extend(on_disk.iter().copied().filter(|n| Some(*n) != first));
+    let paths = candidates.into_iter().flat_map(|num| {
+        let path = dir.join(manifest_name(num));
+        [(num, path.clone()), (num, copy_path(&path))]
+    });
+    // The first undamaged one wins (a manifest and its copy hold the same
+    // edits); else the one that gives the most edits.
+    let mut best: Option<(u64, u64, State, PathBuf, Error)> = None;
+    for (num, path) in paths.filter(|(_, p)| p.exists()) {
+        let mut st = State::default();
+        let mut damage = None;
+        let records = replay(&path, &mut st, |e| {
+            damage = Some(e);
+            Ok(())
+        })?;
+        match damage {
+            None if records > 0 => {
+                if best.is_some() || !notes.is_empty() {
+                    notes.push(format!(
+                        "the engine's state is read from {}",
+                        path.display()
+                    ));
+                }
+                st.next_file = st.next_file.max(num + 1);
+                return Ok(Some((st, num)));
+            }
+            None => notes.push(format!("empty manifest {}", path.display())),
+            Some(e) => {
+                notes.push(format!("damaged manifest ({e})"));
+                if records > best.as_ref().map_or(0, |b| b.1) {
+                    best = Some((num, records, st, path, e));
+                }
+            }
+        }
+    }
+    let Some((num, records, mut st, path, _)) = best else {
+        return Err(Error::corruption(
+            dir.join("CURRENT"),
+            0,
+            "no readable MANIFEST-* file is left",
+        ));
+    };
+    notes.push(format!(
+        "the engine's state is read from {}: its {records} edits before the damage \
+         (table files added later are not seen)",
+        path.display()
+    ));
+    st.next_file = st.next_file.max(num + 1);
+    Ok(Some((st, num)))
+}
+
+/// The number of the manifest CURRENT names; `None` if there is no CURRENT.
+fn current_number(dir: &Path) -> Result<Option<u64>> {
     let cur = dir.join("CURRENT");
     let text = match std::fs::read(&cur) {
         Ok(t) => t,
@@ -544,37 +660,42 @@ pub(crate) fn load(dir: &Path) -> Result<Option<(State, u64)>> {
     let text =
         String::from_utf8(text).map_err(|_| Error::corruption(&cur, 0, "CURRENT is not UTF-8"))?;
     let name = text.trim_end_matches('\n');
-    let num = name
-        .strip_prefix("MANIFEST-")
+    name.strip_prefix("MANIFEST-")
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| Error::corruption(&cur, 0, format!("bad CURRENT contents {name:?}")))?;
-    let path = dir.join(manifest_name(num));
-    let mut st = State::default();
+        .map(Some)
+        .ok_or_else(|| Error::corruption(&cur, 0, format!("bad CURRENT contents {name:?}")))
+}
+
+/// Applies the edits of manifest `num` to `st`; the number of edits applied.
+/// Damage (corruption) goes to `on_damage`, whose `Ok` ends the replay there.
+fn replay(
+    path: &Path,
+    st: &mut State,
+    mut on_damage: impl FnMut(Error) -> Result<()>,
+) -> Result<u64> {
     let mut records = 0u64;
-    crate::journal::wal::read_segment(&path, true, |payload, off| {
+    let r = crate::journal::wal::read_segment(path, true, |payload, off| {
         let ops = decode_edit(payload)
-            .ok_or_else(|| Error::corruption(&path, off, "undecodable manifest edit"))?;
+            .ok_or_else(|| Error::corruption(path, off, "undecodable manifest edit"))?;
         st.apply(&ops)
-            .map_err(|d| Error::corruption(&path, off, d))?;
+            .map_err(|d| Error::corruption(path, off, d))?;
         records += 1;
         Ok(())
-    })
-    .map_err(|e| match e {
-        Error::Io { context, source } if source.kind() == std::io::ErrorKind::NotFound => {
-            Error::corruption(
-                &path,
+    });
+    match r {
+        Ok(_) => {}
+        Err(Error::Io { context, source }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::corruption(
+                path,
                 0,
                 format!("manifest named by CURRENT is missing ({context})"),
-            )
+            ))
         }
-        e => e,
-    })?;
-    if records == 0 {
-        return Err(Error::corruption(&path, 0, "empty manifest"));
+        Err(e) if e.is_corruption() => on_damage(e)?,
+        Err(e) => return Err(e),
     }
-    st.next_file = st.next_file.max(num + 1);
-    Ok(Some((st, num)))
+    Ok(records)
 }
 
 pub(crate) struct ManifestWriter {
@@ -582,7 +703,9 @@ pub(crate) struct ManifestWriter {
     #[allow(dead_code)]
     pub number: u64,
     path: PathBuf,
-    file: File,
+    /// The manifest and its copy (`<name>.copy`), written alike; none in a
+    /// read-only database (`DbOptions::force_recovery`).
+    files: Vec<File>,
     size: u64,
     /// An append could not be undone or an fsync failed: the manifest on
     /// disk may not match the state, so no further edit may be written
@@ -591,6 +714,18 @@ pub(crate) struct ManifestWriter {
 }
 
 impl ManifestWriter {
+    /// The writer of a read-only database: it writes nothing.
+    pub(crate) fn read_only(dir: &Path, number: u64) -> ManifestWriter {
+        ManifestWriter {
+            dir: dir.to_path_buf(),
+            number,
+            path: dir.join(manifest_name(number)),
+            files: Vec::new(),
+            size: 0,
+            broken: false,
+        }
+    }
+
     /// Creates a new manifest holding a snapshot of `st` and points CURRENT at it.
     pub(crate) fn create(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
         let w = ManifestWriter::create_unnamed(dir, number, st)?;
@@ -606,22 +741,32 @@ impl ManifestWriter {
     /// name yet (removed again on failure).
     fn create_unnamed(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
         let path = dir.join(manifest_name(number));
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
+        let mut files = Vec::new();
+        for p in [path.clone(), copy_path(&path)] {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&p)
+                .map_err(|e| Error::io(format!("create {}", p.display()), e));
+            match file {
+                Ok(f) => files.push(f),
+                Err(e) => {
+                    remove_with_copy(&path);
+                    return Err(e);
+                }
+            }
+        }
         let mut w = ManifestWriter {
             dir: dir.to_path_buf(),
             number,
             path,
-            file,
+            files,
             size: 0,
             broken: false,
         };
         if let Err(e) = w.append_raw(&st.snapshot_ops()) {
-            let _ = std::fs::remove_file(&w.path);
+            remove_with_copy(&w.path);
             return Err(e);
         }
         Ok(w)
@@ -636,17 +781,26 @@ impl ManifestWriter {
         if self.broken {
             return Err(Error::Poisoned);
         }
+        if self.files.is_empty() {
+            return Err(Error::InvalidArgument(
+                "manifest edit of a read-only database".into(),
+            ));
+        }
         let mut framed = Vec::new();
         crate::journal::wal::frame_record(&mut framed, &encode_edit(ops));
-        if let Err(e) = self.file.write_all_at(&framed, self.size) {
-            if self.file.set_len(self.size).is_err() {
-                self.broken = true;
+        for file in &self.files {
+            if let Err(e) = file.write_all_at(&framed, self.size) {
+                if self.files.iter().any(|f| f.set_len(self.size).is_err()) {
+                    self.broken = true;
+                }
+                return Err(Error::io(format!("write {}", self.path.display()), e));
             }
-            return Err(Error::io(format!("write {}", self.path.display()), e));
         }
-        if let Err(e) = self.file.sync_data() {
-            self.broken = true;
-            return Err(Error::io(format!("fsync {}", self.path.display()), e));
+        for file in &self.files {
+            if let Err(e) = file.sync_data() {
+                self.broken = true;
+                return Err(Error::io(format!("fsync {}", self.path.display()), e));
+            }
         }
         self.size += framed.len() as u64;
         Ok(())
@@ -678,14 +832,14 @@ impl ManifestWriter {
                     // Renamed, but the directory fsync failed.
                     nw.broken = true;
                     let old = std::mem::replace(self, nw);
-                    let _ = std::fs::remove_file(&old.path);
+                    remove_with_copy(&old.path);
                     return Err(e);
                 }
-                let _ = std::fs::remove_file(&nw.path);
+                remove_with_copy(&nw.path);
                 return Ok(());
             }
             let old = std::mem::replace(self, nw);
-            let _ = std::fs::remove_file(&old.path);
+            remove_with_copy(&old.path);
         }
         Ok(())
     }
