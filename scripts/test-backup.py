@@ -282,7 +282,7 @@ def main():
 
     # 2. The backup, under load; throughput before and during.
     n0, t_before = load.count, time.time()
-    time.sleep(1.0)
+    time.sleep(2.0)
     rate_before = (load.count - n0) / (time.time() - t_before)
     bk = os.path.join(BASE, "backup")
     n1, tb = load.count, time.time()

@@ -102,6 +102,7 @@ pub unsafe extern "C" fn tdb_engine_checkpoint(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -122,6 +122,7 @@ pub fn parse(argv: &[String]) -> Result<Args, String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn s(v: &[&str]) -> Vec<String> {
