@@ -14,6 +14,10 @@ pub const ENGINE_DIR: &str = "#tidesdb";
 /// The checkpoint the server writes during our backup, inside the engine's
 /// directory (same filesystem: hard links), removed once copied.
 const CHECKPOINT_NAME: &str = "tidesdb-backup-checkpoint";
+/// mariadb-backup runs per backup when it fails only because the redo log was
+/// not written far enough in time.
+const MARIADB_BACKUP_ATTEMPTS: u32 = 3;
+const REDO_TOO_SLOW: &str = "Was only able to copy log";
 /// The user lock that keeps a second tidesdb-backup of the same server out.
 const LOCK_NAME: &str = "tidesdb-backup";
 
@@ -121,36 +125,53 @@ fn backup_steps(
     started: Instant,
 ) -> Result<(), Failure> {
     let target = &args.target_dir;
-    // A checkpoint left by a tidesdb-backup that died (the lock says none runs).
-    for stale in [
-        checkpoint.to_path_buf(),
-        checkpoint.with_extension("incomplete"),
-    ] {
-        if stale.exists() {
-            progress(&format!("removing a stale checkpoint {}", stale.display()));
-            std::fs::remove_dir_all(&stale)
-                .map_err(|e| Failure::new(format!("remove {}: {e}", stale.display())))?;
-        }
-    }
-    files::make_dir(target)?;
     let path = checkpoint
         .to_str()
         .ok_or_else(|| Failure::new("the data directory's path is not UTF-8"))?;
-    session.query(&format!(
-        "SET GLOBAL tidesdb_backup_checkpoint = {}",
-        quote(path)
-    ))?;
-    undo.armed = true;
-
-    progress("running mariadb-backup --backup (InnoDB, Aria, MyISAM, system tables, .frm)");
-    run_mariadb_backup(
-        args,
-        &[
-            "--backup".into(),
-            format!("--target-dir={}", target.display()),
-        ],
-    )?;
-    undo.armed = false;
+    for attempt in 1..=MARIADB_BACKUP_ATTEMPTS {
+        // A checkpoint left by a tidesdb-backup that died, or by the failed
+        // attempt before (the user lock says no other backup runs).
+        for stale in [
+            checkpoint.to_path_buf(),
+            checkpoint.with_extension("incomplete"),
+        ] {
+            if stale.exists() {
+                progress(&format!("removing a stale checkpoint {}", stale.display()));
+                std::fs::remove_dir_all(&stale)
+                    .map_err(|e| Failure::new(format!("remove {}: {e}", stale.display())))?;
+            }
+        }
+        if attempt > 1 {
+            let _ = std::fs::remove_dir_all(target);
+        }
+        files::make_dir(target)?;
+        session.query(&format!(
+            "SET GLOBAL tidesdb_backup_checkpoint = {}",
+            quote(path)
+        ))?;
+        undo.armed = true;
+        progress("running mariadb-backup --backup (InnoDB, Aria, MyISAM, system tables, .frm)");
+        let r = run_mariadb_backup(
+            args,
+            &[
+                "--backup".into(),
+                format!("--target-dir={}", target.display()),
+            ],
+        );
+        // Consumed at mariadb-backup's BACKUP STAGE START, or disarmed here.
+        session.query("SET GLOBAL tidesdb_backup_checkpoint = ''")?;
+        undo.armed = false;
+        match r {
+            Ok(()) => break,
+            // mariadb-backup gives up when the server has not yet written the
+            // redo log up to the LSN it read under BLOCK_COMMIT within its wait
+            // (seen on a loaded machine): the whole copy is taken again.
+            Err(e) if e.0.contains(REDO_TOO_SLOW) && attempt < MARIADB_BACKUP_ATTEMPTS => {
+                progress(&format!("mariadb-backup: {REDO_TOO_SLOW}...; trying again"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 
     // The checkpoint the server took at mariadb-backup's BACKUP STAGE END.
     let ck = tidesdb_core::read_checkpoint_info(checkpoint).map_err(|e| {
@@ -253,13 +274,17 @@ pub fn run_mariadb_backup(args: &Args, extra: &[String]) -> Result<(), Failure> 
     let mut child = cmd
         .spawn()
         .map_err(|e| Failure::new(format!("cannot run mariadb-backup: {e} (install the mariadb-backup package of the server's version)")))?;
-    let mut last_error = String::new();
+    // The last lines that are not per-file progress: the error's context.
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     if let Some(err) = child.stderr.take() {
         for line in BufReader::new(err).lines().map_while(Result::ok) {
-            if line.contains("rror") || line.contains("FATAL") || line.contains("failed") {
-                last_error = line.clone();
-            }
             eprintln!("  mariadb-backup: {line}");
+            if !line.contains("Copying ") && !line.trim_end().ends_with("...done") {
+                if tail.len() == 3 {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
         }
     }
     let status = child
@@ -267,13 +292,9 @@ pub fn run_mariadb_backup(args: &Args, extra: &[String]) -> Result<(), Failure> 
         .map_err(|e| Failure::new(format!("mariadb-backup: {e}")))?;
     if !status.success() {
         return Err(Failure::new(format!(
-            "mariadb-backup {} failed ({status}){}",
+            "mariadb-backup {} failed ({status}):\n    {}",
             extra.first().map(String::as_str).unwrap_or(""),
-            if last_error.is_empty() {
-                String::new()
-            } else {
-                format!(": {last_error}")
-            }
+            Vec::from(tail).join("\n    ")
         )));
     }
     Ok(())
