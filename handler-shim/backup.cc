@@ -106,6 +106,10 @@ int check_checkpoint(MYSQL_THD thd, st_mysql_sys_var *, void *save, st_mysql_val
   return 0;
 }
 
+/* The checkpoint is the check's work; the variable keeps no value (as MyRocks'
+   rocksdb_create_checkpoint), so it is no state to restore or replicate. */
+void update_checkpoint(MYSQL_THD, st_mysql_sys_var *, void *, const void *) {}
+
 int check_backup_checkpoint(MYSQL_THD thd, st_mysql_sys_var *, void *save,
                             st_mysql_value *value) {
   const char *path = value_of(thd, value);
@@ -134,8 +138,8 @@ int check_backup_checkpoint(MYSQL_THD thd, st_mysql_sys_var *, void *save,
 static MYSQL_SYSVAR_STR(checkpoint, sysvar_checkpoint, PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
                         "Set to a new absolute directory: writes a checkpoint of the engine "
                         "there (hard links of its immutable files, the log up to the commit "
-                        "point). Shows the last one written",
-                        check_checkpoint, NULL, "");
+                        "point). Holds no value",
+                        check_checkpoint, update_checkpoint, "");
 
 static MYSQL_SYSVAR_STR(backup_checkpoint, sysvar_backup_checkpoint,
                         PLUGIN_VAR_MEMALLOC | PLUGIN_VAR_NOCMDOPT,
