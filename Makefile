@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -47,6 +47,27 @@ test-conformance: plugin
 test-diskfull: plugin
 	@bash scripts/test-diskfull.sh
 
+# The Debian package: target/deb/mariadb-plugin-tidesdb_<version>_amd64.deb for the
+# installed server (MARIADB=11.8: for the Debian 13 root's, from target/plugin-11.8).
+deb: plugin
+	@bash scripts/make-deb.sh
+
+# The package in this machine's system server: apt install (over an older build, and
+# twice), restarts the Debian way, apt remove and purge; the system server is left
+# stopped (root; refuses if anything else uses port 3306 or /run/mysqld).
+test-deb: deb
+	@bash scripts/test-deb.sh
+
+# The image tidesdb/mariadb (docker/): Debian 12, its MariaDB, the package, TidesDB the
+# default engine. Installs docker.io and starts dockerd when missing; without
+# BASE_IMAGE=debian:bookworm the base is made by debootstrap (cached in target/docker/).
+docker: deb
+	@bash scripts/docker-image.sh
+
+# A container of the image: initialisation, a TidesDB table, rows kept across a restart.
+test-docker: deb
+	@bash scripts/test-docker.sh
+
 # Hot backup under load (scripts/test-backup.py): tidesdb-backup of a server whose
 # clients move money between a TidesDB and an InnoDB table in one transaction (plus
 # XA and DDL); restore, totals, exactly the GTID's transactions, CHECK TABLE, a
@@ -56,7 +77,7 @@ test-backup: plugin
 	python3 scripts/test-backup.py $(TEST_BACKUP_ARGS)
 
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull test-backup
+test: lint test-rust test-mtr test-conformance test-diskfull test-deb test-docker test-backup
 
 clean:
 	$(CARGO) clean

@@ -3,10 +3,10 @@
 
 namespace tidesdb {
 
-int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint field_index,
+int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint32_t column_no,
                   bool latest, std::string *out) {
   std::string key;
-  external_key(row_key, field_index, &key);
+  external_key(row_key, column_no, &key);
   const uint8_t *v;
   size_t vlen;
   int st = latest ? tdb_get_latest(trx, tbl, TDB_BLOB_INDEX, (const uint8_t *)key.data(),
@@ -59,7 +59,7 @@ bool Engine_external_reader::wanted(Field *field) {
          field_in_any_key(m_table, field);
 }
 
-const uchar *Engine_external_reader::read(Field *field, size_t len) {
+const uchar *Engine_external_reader::read(Field *field, uint32_t column_no, size_t len) {
   uint idx = field->field_index;
   if (!m_state) {
     status = TDB_INVALID;
@@ -68,7 +68,7 @@ const uchar *Engine_external_reader::read(Field *field, size_t len) {
   }
   if (m_state->buffers.size() < m_table->s->fields) m_state->buffers.resize(m_table->s->fields);
   Pinned_value *buf = &m_state->buffers[idx];
-  external_key(m_row_key, idx, &m_key);
+  external_key(m_row_key, column_no, &m_key);
   status = buf->read(m_trx, m_tbl, TDB_BLOB_INDEX, m_key, m_latest);
   if (status) {
     error = status == TDB_NOT_FOUND ? "an external BLOB/TEXT value of a row is missing"

@@ -55,6 +55,9 @@ struct External_state {
   std::string row_key;              /* the row these facts are about */
   std::vector<int64_t> length;      /* per field: stored external length or NOT_EXTERNAL */
   std::vector<bool> loaded;         /* per field: its bytes are in the record */
+  /* column ids of the row's external values of columns dropped since it was
+     written (row_codec's orphans): deleted when the row is written or deleted */
+  std::vector<uint32_t> orphans;
   /* per field: the bytes the record points at (the server's Field_blob points
      straight into the engine's buffer, so they live until the next decode into
      this record buffer, as InnoDB's blob heap lives until the next row read) */
@@ -74,7 +77,7 @@ public:
      row), or part of any key, FULLTEXT included (index maintenance encodes it; the
      server's part_of_key never lists BLOB columns). */
   bool wanted(Field *field) override;
-  const uchar *read(Field *field, size_t len) override;
+  const uchar *read(Field *field, uint32_t column_no, size_t len) override;
   /* After a failed read: the engine status (TDB_NOT_FOUND for a missing value) and
      a description. */
   int status = 0;
@@ -94,8 +97,9 @@ private:
 /* Whether field is a part of any key of table's share. */
 bool field_in_any_key(TABLE *table, Field *field);
 
-/* Reads one external value's bytes into out (latest committed or snapshot). */
-int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint field_index,
+/* Reads the bytes of the external value of column column_no (Row_layout::column_no)
+   into out (latest committed or snapshot). */
+int read_external(tdb_trx *trx, tdb_table *tbl, const std::string &row_key, uint32_t column_no,
                   bool latest, std::string *out);
 
 }  // namespace tidesdb

@@ -34,6 +34,7 @@
 #include "foreign_keys.h"
 #include "key_codec.h"
 #include "row_codec.h"
+#include "cost_model.h"
 #include "status.h"
 #include "table_options.h"
 #include "spatial.h"
@@ -186,12 +187,36 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
     my_error(ER_ILLEGAL_HA_CREATE_OPTION, MYF(0), "TidesDB", "ROW_TYPE");
     return HA_WRONG_CREATE_OPTION;
   }
+  /* Every table's files live in the engine's own directory (<datadir>/#tidesdb, one
+     set of files for all tables): a DATA DIRECTORY cannot be honoured, so it is
+     refused rather than dropped. INDEX DIRECTORY is ignored with a warning, as
+     InnoDB does. */
+  if (info->data_file_name) {
+    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                    "TidesDB keeps every table in <datadir>/#tidesdb: DATA DIRECTORY is not "
+                    "supported",
+                    MYF(0));
+    return HA_WRONG_CREATE_OPTION;
+  }
+  if (info->index_file_name)
+    push_warning_printf(ha_thd(), Sql_condition::WARN_LEVEL_WARN, WARN_OPTION_IGNORED,
+                        ER_THD(ha_thd(), WARN_OPTION_IGNORED), "INDEX DIRECTORY");
   uint keys = form->s->keys;
   uint n_indexes = keys - (form->s->primary_key < MAX_KEY ? 1 : 0);
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
   tdb_table_options opts;
   table_options_of(form->s, &opts);
-  int st = tdb_table_create(name, n_indexes, auto_inc, &opts);
+  /* Version 1 of the rows' columns: each stored field's id is its field index
+     (row_codec.h). */
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> flags;
+  for (Field **fp = form->field; *fp; fp++) {
+    if (!(*fp)->stored_in_db()) continue;
+    ids.push_back((*fp)->field_index);
+    flags.push_back((*fp)->flags & BLOB_FLAG ? TDB_COLUMN_BLOB : 0);
+  }
+  int st = tdb_table_create_columns(name, n_indexes, auto_inc, &opts, ids.data(), flags.data(),
+                                    ids.size());
   if (st) return fail(st);
   st = fk_register_keys(name, form);
   int err = st ? fail(st) : fk_define(ha_thd(), name);
@@ -252,6 +277,21 @@ int ha_tidesdb::open(const char *name, int, uint) {
     m_last_error = "the engine's catalog and the table definition disagree on the index count";
     sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), name);
     return HA_ERR_TIDESDB_CORRUPTION;
+  }
+  {
+    size_t n = 0;
+    std::vector<uint32_t> flat;
+    st = tdb_table_columns(m_tbl, nullptr, 0, &n);
+    if (!st) {
+      flat.resize(n);
+      st = tdb_table_columns(m_tbl, flat.data(), n, &n);
+    }
+    if (st) return fail(st);
+    if (!m_layout.load(table, flat)) {
+      m_last_error = "the engine's catalog and the table definition disagree on the columns";
+      sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), name);
+      return HA_ERR_TIDESDB_CORRUPTION;
+    }
   }
   /* Tables created before constraints existed record their keys now. */
   if ((st = fk_register_keys(name, table))) return fail(st);
@@ -729,15 +769,30 @@ const External_state *ha_tidesdb::external_state_for(const std::string &row_key)
 
 void ha_tidesdb::external_deletes(const std::string &pk, std::vector<tdb_op> *ops,
                                   std::deque<std::string> *bufs) {
-  if (!table->s->blob_fields) return;
   const External_state *st = external_state_for(pk);
+  if (!table->s->blob_fields) {
+    orphan_deletes(pk, st, ops, bufs);
+    return;
+  }
   for (Field **fp = table->field; *fp; fp++) {
     Field *f = *fp;
     if (!f->stored_in_db() || !(f->flags & BLOB_FLAG)) continue;
     /* Without facts about the row, delete blindly: a tombstone is cheap. */
     if (st && st->length[f->field_index] == NOT_EXTERNAL) continue;
     bufs->emplace_back();
-    external_key(pk, f->field_index, &bufs->back());
+    external_key(pk, m_layout.column_no(f), &bufs->back());
+    ops->push_back(delete_op(TDB_BLOB_INDEX, bufs->back()));
+  }
+  orphan_deletes(pk, st, ops, bufs);
+}
+
+/* The external values of columns dropped since the row was written (known from
+   its last decode, else every such column's, blindly). */
+void ha_tidesdb::orphan_deletes(const std::string &pk, const External_state *st,
+                                std::vector<tdb_op> *ops, std::deque<std::string> *bufs) {
+  for (uint32_t column : st ? st->orphans : m_layout.dropped_blobs()) {
+    bufs->emplace_back();
+    external_key(pk, column, &bufs->back());
     ops->push_back(delete_op(TDB_BLOB_INDEX, bufs->back()));
   }
 }
@@ -754,8 +809,9 @@ int ha_tidesdb::encode_row_change(const std::string *old_pk, const std::string &
                                   std::deque<std::string> *bufs) {
   Row_externals &ext = m_row_externals;
   ext.keep.clear();
+  if (old_pk) orphan_deletes(*old_pk, external_state_for(*old_pk), external_ops, bufs);
   if (!table->s->blob_fields) {
-    encode_row(table, new_data, &m_row_buf, nullptr);
+    encode_row(table, m_layout, new_data, &m_row_buf, nullptr);
     return 0;
   }
   if (old_pk) {
@@ -775,7 +831,7 @@ int ha_tidesdb::encode_row_change(const std::string *old_pk, const std::string &
       } else {
         /* No facts about the old row (it was not read through this handler):
            ask the engine whether the value is external. */
-        int rs = read_external(trx(), m_tbl, *old_pk, idx, true, &probed);
+        int rs = read_external(trx(), m_tbl, *old_pk, m_layout.column_no(f), true, &probed);
         if (rs && rs != TDB_NOT_FOUND) return fail(rs);
         if (!rs) old_len = (int64_t)probed.size();
       }
@@ -786,28 +842,28 @@ int ha_tidesdb::encode_row_change(const std::string *old_pk, const std::string &
         continue;
       }
       bufs->emplace_back();
-      external_key(*old_pk, idx, &bufs->back());
+      external_key(*old_pk, m_layout.column_no(f), &bufs->back());
       external_ops->push_back(delete_op(TDB_BLOB_INDEX, bufs->back()));
       if (changes || loaded) continue; /* the record holds the value to write */
       /* Moved to the new row key without its bytes in the record. */
       if (probed.empty() && !st) return fail(TDB_INTERNAL);
       if (st) {
-        int rs = read_external(trx(), m_tbl, *old_pk, idx, true, &probed);
+        int rs = read_external(trx(), m_tbl, *old_pk, m_layout.column_no(f), true, &probed);
         if (rs) return fail(rs == TDB_NOT_FOUND ? TDB_CORRUPTION : rs);
       }
       ext.keep[idx] = old_len;
       bufs->emplace_back();
       std::string &key = bufs->back();
-      external_key(new_pk, idx, &key);
+      external_key(new_pk, m_layout.column_no(f), &key);
       bufs->emplace_back(std::move(probed));
       external_ops->push_back(put_op(TDB_BLOB_INDEX, key, bufs->back(), 0));
     }
   }
-  encode_row(table, new_data, &m_row_buf, &ext);
+  encode_row(table, m_layout, new_data, &m_row_buf, &ext);
   for (const Row_externals::Value &v : ext.written) {
     bufs->emplace_back();
     std::string &key = bufs->back();
-    external_key(new_pk, v.field, &key);
+    external_key(new_pk, m_layout.column_no(table->field[v.field]), &key);
     tdb_op op = put_op(TDB_BLOB_INDEX, key, key, 0);
     op.value = v.data;
     op.value_len = v.len;
@@ -863,7 +919,7 @@ ulonglong ha_tidesdb::ensure_auto_increment_seeded() {
           found = pk_of_entry(k, klen, v, vlen, &pk) && !tdb_get(t, m_tbl, 0, pk, m_pk_len, &rv, &rlen);
           if (found) row.assign((const char *)rv, rlen);
         }
-        if (found && decode_row(table, row, m_scratch_rec, nullptr, nullptr)) {
+        if (found && decode_row(table, m_layout, row, m_scratch_rec, nullptr, nullptr, nullptr)) {
           my_ptrdiff_t diff = m_scratch_rec - table->record[0];
           f->move_field_offset(diff);
           longlong val = f->is_null() ? 0 : f->val_int();
@@ -942,7 +998,7 @@ int ha_tidesdb::unpack_row(uchar *buf, const uint8_t *value, size_t len) {
   st.loaded.assign(table->s->fields, false);
   Engine_external_reader reader(trx(), m_tbl, table, m_last_pk, m_lock_rows != ROW_LOCK_NONE,
                                 Engine_external_reader::WANT_NEEDED, &st);
-  if (!decode_row(table, slot, buf, &reader, &st.length)) {
+  if (!decode_row(table, m_layout, slot, buf, &reader, &st.length, &st.orphans)) {
     if (reader.status) {
       if (reader.status != TDB_NOT_FOUND && reader.status != TDB_CORRUPTION)
         return fail(reader.status);
@@ -1252,19 +1308,23 @@ int ha_tidesdb::index_last(uchar *buf) { return index_edge(buf, false); }
 /* Up to this estimate, info() counts a table's rows exactly (a short scan). */
 static const uint64_t SMALL_TABLE_ROWS = 1000;
 
-ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
+ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback, uint64_t committed_seq) {
   std::lock_guard<std::mutex> guard(m_share->count_mutex);
-  /* Every write adds an entry to the engine's estimate, so an unchanged estimate
-     means the count taken at it still holds: statements on a table nobody writes
-     do not rescan it. */
-  if (m_share->count_stamp == fallback) return m_share->count_rows;
+  /* No commit since the count (committed_seq unchanged) and the same estimate: the
+     count still holds, so statements on tables nobody writes do not rescan them.
+     (The estimate alone is no stamp: a flush can drop as many entries as a write
+     added, and the count was then one row short, unstable from run to run.) */
+  if (m_share->count_stamp == fallback && m_share->count_seq == committed_seq)
+    return m_share->count_rows;
   tdb_trx *t = tdb_trx_new();
   tdb_cursor *c = nullptr;
   ha_rows n = 0;
   bool ok = false;
-  /* Any secondary index has one small entry per row: cheaper to walk than rows
-     that may carry large BLOBs. */
-  uint32_t index = tdb_table_index_count(m_tbl) > 0 ? 1 : 0;
+  /* A secondary index other than FULLTEXT (one entry per word) has one small entry
+     per row: cheaper to walk than rows that may carry large BLOBs. */
+  uint32_t index = 0;
+  for (uint k = 0; k < table->s->keys && !index; k++)
+    if (!is_pk(k) && !is_fulltext(&table->key_info[k])) index = engine_index(k);
   if (t && !tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) && !tdb_cursor_open(t, m_tbl, index, &c)) {
     int st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
     for (; st == TDB_OK && n <= SMALL_TABLE_ROWS * 4; st = tdb_cursor_next(c)) n++;
@@ -1274,6 +1334,7 @@ ha_rows ha_tidesdb::count_rows_committed(uint64_t fallback) {
   if (t) tdb_trx_free(t);
   if (!ok) return (ha_rows)fallback;
   m_share->count_stamp = fallback;
+  m_share->count_seq = committed_seq;
   m_share->count_rows = n;
   return n;
 }
@@ -1330,7 +1391,7 @@ int ha_tidesdb::info(uint flag) {
          small table a few UPDATEs inflate it by a large factor and change join
          orders (a multi-table UPDATE's result depends on its join order). Small
          tables are counted exactly instead; see SMALL_TABLE_ROWS. */
-      if (s.approx_rows <= SMALL_TABLE_ROWS) stats.records = count_rows_committed(s.approx_rows);
+      if (s.approx_rows <= SMALL_TABLE_ROWS) stats.records = count_rows_committed(s.approx_rows, s.committed_seq);
       if (stats.records == 0 && !(flag & (HA_STATUS_TIME | HA_STATUS_OPEN))) stats.records = 1;
       stats.deleted = 0;
       stats.data_file_length = s.data_bytes;
@@ -1341,7 +1402,7 @@ int ha_tidesdb::info(uint flag) {
     }
   }
   if (flag & HA_STATUS_CONST) {
-    stats.block_size = 8192;
+    stats.block_size = cost::PAGE_BYTES; /* InnoDB's: handler::keyread_time uses it */
     if (m_share) {
       std::lock_guard<std::mutex> guard(m_share->count_mutex);
       if (!m_share->stats_loaded) {
@@ -1466,13 +1527,15 @@ ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
   return n ? (ha_rows)n : 1;
 }
 
+/* Costs as InnoDB's: cost_model.h. */
 double ha_tidesdb::scan_time() {
-  return (double)(stats.data_file_length / IO_SIZE) + (double)stats.records / 20.0 + 2;
+  return cost::scan_time(cost::table_pages(stats.data_file_length));
 }
 
 double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
-  if (index == table->s->primary_key) return (double)ranges + (double)rows / 20.0;
-  return (double)ranges + (double)rows;
+  if (index != table->s->primary_key) return cost::secondary_read_time(ranges, (double)rows);
+  return cost::primary_read_time(ranges, (double)rows, (double)estimate_rows_upper_bound(),
+                                 cost::table_pages(stats.data_file_length));
 }
 
 /* Entries of an index a measurement reads at most: ANALYZE TABLE up to
@@ -1709,7 +1772,7 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
     check_external.loaded.assign(table->s->fields, false);
     Engine_external_reader reader(t, m_tbl, table, pk, false, Engine_external_reader::WANT_ALL,
                                   &check_external);
-    if (!decode_row(table, row, rec, &reader, nullptr)) {
+    if (!decode_row(table, m_layout, row, rec, &reader, nullptr, nullptr)) {
       report(reader.status ? reader.error.c_str() : "a row does not decode");
       continue;
     }
@@ -1758,12 +1821,110 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
   return problems ? HA_ADMIN_CORRUPT : HA_ADMIN_OK;
 }
 
-/* OPTIMIZE TABLE: compacts the rows, then each index, then the external
-   BLOB/TEXT values; the progress (SHOW PROCESSLIST) counts column families done. */
+/* Rows rewritten per engine transaction by rewrite_old_rows. */
+static const size_t REWRITE_BATCH_ROWS = 1000;
+
+/* Each row of an older column definition version is read under its exclusive lock
+   (latest committed version) and written again in the current one, in batches
+   committed in their own transactions, so concurrent writers wait at most for a
+   batch. Only the row's own bytes change: its index entries hold the same values,
+   its external values keep their keys (a column keeps its id across versions)
+   except those of dropped columns, which are deleted. */
+int ha_tidesdb::rewrite_old_rows(THD *thd, ha_rows *rewritten) {
+  *rewritten = 0;
+  if (!m_layout.versioned()) return TDB_OK;
+  std::string last_pk, row, encoded;
+  std::vector<std::string> keys;
+  bool started = false, at_end = false;
+  int st = TDB_OK;
+  while (!at_end && !st) {
+    tdb_trx *t = tdb_trx_new();
+    st = t ? tdb_trx_begin(t, TDB_ISO_READ_COMMITTED) : TDB_INTERNAL;
+    keys.clear();
+    ha_rows batch = 0;
+    tdb_cursor *c = nullptr;
+    if (!st) st = tdb_cursor_open(t, m_tbl, 0, &c);
+    if (!st)
+      st = started ? tdb_cursor_seek(c, TDB_SEEK_GE, (const uint8_t *)last_pk.data(), last_pk.size())
+                   : tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0);
+    size_t seen = 0;
+    for (; st == TDB_OK && seen < REWRITE_BATCH_ROWS; st = tdb_cursor_next(c)) {
+      const uint8_t *k, *v;
+      size_t klen, vlen;
+      if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
+      std::string key((const char *)k, klen);
+      if (started && key == last_pk) continue;
+      seen++;
+      last_pk = key;
+      started = true;
+      uint32_t version;
+      row.assign((const char *)v, vlen);
+      if (row_definition_version(row, &version) && version != m_layout.version())
+        keys.push_back(key);
+    }
+    if (c) tdb_cursor_close(c);
+    if (st == TDB_END) {
+      at_end = true;
+      st = TDB_OK;
+    }
+    for (size_t i = 0; i < keys.size() && !st; i++) {
+      if (thd_killed(thd)) {
+        st = TDB_ABORTED;
+        break;
+      }
+      const std::string &pk = keys[i];
+      const uint8_t *v;
+      size_t vlen;
+      st = tdb_lock_row(t, m_tbl, (const uint8_t *)pk.data(), pk.size(), TDB_LOCK_EXCLUSIVE, &v,
+                        &vlen);
+      if (st == TDB_NOT_FOUND) {
+        st = TDB_OK; /* deleted meanwhile */
+        continue;
+      }
+      if (st) break;
+      row.assign((const char *)v, vlen);
+      uint32_t version;
+      if (!row_definition_version(row, &version) || version == m_layout.version()) continue;
+      External_state facts;
+      if (!decode_row(table, m_layout, row, m_scratch_rec, nullptr, &facts.length,
+                      &facts.orphans)) {
+        st = TDB_CORRUPTION;
+        break;
+      }
+      /* The external values stay where they are: the encoding keeps them. */
+      Row_externals ext;
+      ext.keep = facts.length;
+      encode_row(table, m_layout, m_scratch_rec, &encoded, &ext);
+      std::vector<tdb_op> ops;
+      std::deque<std::string> bufs;
+      ops.push_back(put_op(0, pk, encoded, 0));
+      facts.valid = true;
+      orphan_deletes(pk, &facts, &ops, &bufs);
+      size_t failed_op = 0;
+      st = tdb_apply(t, m_tbl, ops.data(), ops.size(), &failed_op);
+      if (!st) batch++;
+    }
+    if (!st) st = tdb_trx_commit(t);
+    if (!st) *rewritten += batch;
+    if (t) tdb_trx_free(t);
+  }
+  return st;
+}
+
+/* OPTIMIZE TABLE: rewrites rows of older column definition versions, then
+   compacts the rows, then each index, then the external BLOB/TEXT values; the
+   progress (SHOW PROCESSLIST) counts column families done. */
 int ha_tidesdb::optimize(THD *thd, HA_CHECK_OPT *) {
   uint n = 1 + tdb_table_index_count(m_tbl);
   thd_progress_init(thd, 1);
-  int st = TDB_OK;
+  close_cursor();
+  ha_rows rewritten = 0;
+  int st = rewrite_old_rows(thd, &rewritten);
+  if (!st && rewritten)
+    push_warning_printf(thd, Sql_condition::WARN_LEVEL_NOTE, ER_UNKNOWN_ERROR,
+                        "TidesDB: %llu rows rewritten in the table's current column definition "
+                        "version",
+                        (unsigned long long)rewritten);
   for (uint idx = 0; idx < n && !st; idx++) {
     thd_progress_report(thd, idx, n + 1);
     st = tdb_table_compact_index(m_tbl, idx);

@@ -67,6 +67,7 @@ public:
      engine's entry estimate it was taken at: unchanged estimate, unchanged table. */
   std::mutex count_mutex;
   uint64_t count_stamp = UINT64_MAX;
+  uint64_t count_seq = UINT64_MAX; /* the engine's committed sequence at the count */
   ha_rows count_rows = 0;
   /* Index cardinality measured by ANALYZE TABLE: rec_per_key[key][part], empty
      until then. */
@@ -377,9 +378,17 @@ private:
   /* The operations deleting the external values of the row stored under pk. */
   void external_deletes(const std::string &pk, std::vector<tdb_op> *ops,
                         std::deque<std::string> *bufs);
+  /* The operations deleting the external values of columns dropped since the row
+     stored under pk was written (st: the facts of its last decode, or nullptr). */
+  void orphan_deletes(const std::string &pk, const tidesdb::External_state *st,
+                      std::vector<tdb_op> *ops, std::deque<std::string> *bufs);
   void forget_external_state() { m_external[0].valid = m_external[1].valid = false; }
+  /* OPTIMIZE TABLE's first step: rewrites the rows of older column definition
+     versions in the current one (row_codec.h), counting them in *rewritten. 0 or
+     a TDB_* status. */
+  int rewrite_old_rows(THD *thd, ha_rows *rewritten);
   /* The number of committed rows, counted by a scan (fallback if it fails). */
-  ha_rows count_rows_committed(uint64_t fallback);
+  ha_rows count_rows_committed(uint64_t fallback, uint64_t committed_seq);
   /* persist_only: a failed insert InnoDB's persisted counter would cover. */
   void observe_auto_increment(const uchar *rec, bool persist_only = false);
   ulonglong ensure_auto_increment_seeded();
@@ -406,6 +415,8 @@ private:
      all of the key's columns in the record. */
   std::vector<bool> m_key_fully_covered;
   uchar *m_scratch_rec = nullptr;
+  /* How this TABLE's rows name their columns (row_codec.h), from the catalog. */
+  tidesdb::Row_layout m_layout;
 
   /* The window search the index cursor is in (tdb_mbr_mode, UINT32_MAX: none)
      and its query MBR. */

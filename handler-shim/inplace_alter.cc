@@ -26,11 +26,20 @@
   - The commit point is one engine transaction replacing the table's catalog entry
     with its new index list (tdb_index_build_commit). A crash before it leaves only
     unnamed families, dropped at the next start.
-  - ADD COLUMN after the last column (INSTANT): no row is rewritten. A row keeps
-    the column count it was written with, and decode_row gives the columns added
-    since their defaults (row_codec.h), as InnoDB's instant ADD COLUMN does. Only
-    columns whose default is a constant of the record image qualify (see
-    instant_add_refusal); the old columns must keep their NULL-bit positions.
+  - Column changes (INSTANT, as InnoDB's instant ALTER: no row is rewritten):
+    on a table with column definition versions (every table created since they
+    exist; ffi/src/columns.rs) ADD COLUMN anywhere, DROP COLUMN, moving columns,
+    NOT NULL -> NULL of a column outside any key, the first VARCHAR / BLOB of a
+    table of fixed-size columns. The prepare derives the next version (each new
+    stored column an old one, by position, or new: tdb_index_build_set_columns)
+    and the commit installs it with the index list; a row is read through the
+    version it was written with (row_codec.h, version 3) until it is next
+    written or OPTIMIZE TABLE rewrites it. New columns need a default that is a
+    constant of the record image (instant_columns_refusal). A table created
+    before versions existed only adds columns last (instant_add_refusal: a row
+    keeps the column count it was written with and reads the columns added
+    since as their defaults; the old columns must keep their NULL-bit
+    positions) until a copying ALTER rebuilds it.
   Online ADD INDEX (ha_alter_info->online):
   - The server runs prepare_inplace_alter_table under an exclusive metadata lock
     (mysql_inplace_alter_table upgrades to MDL_EXCLUSIVE before the prepare for
@@ -80,9 +89,8 @@
     entries from records of the old definition, so each new key part's column
     must have the same type, length and position in both.
 
-  Everything else (column types, NULL-ability, column order, columns added
-  elsewhere or with an expression default, dropping columns, primary key
-  changes, partitioned tables) is refused here, so the server
+  Everything else (column types, NOT NULL, columns added with an expression
+  default, primary key changes, partitioned tables) is refused here, so the server
   falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
   statement asked for INPLACE, NOCOPY or INSTANT.
 */
@@ -129,6 +137,10 @@ public:
   /* An online build: the share it published its indexes in (until unpublished). */
   Tidesdb_share *online_share = nullptr;
   bool online = false;
+  /* A new column definition version (instant ADD / DROP / reorder / NULL): the
+     new definition's layout, which the build decodes rows through. */
+  bool columns_changed = false;
+  Row_layout new_layout;
   /* Removes the published indexes: row changes stop maintaining them. */
   void unpublish() {
     if (!online_share) return;
@@ -204,6 +216,68 @@ static const char *instant_add_refusal(TABLE *from, TABLE *to) {
   return nullptr;
 }
 
+/* Column changes a table with column definition versions makes without rewriting a
+   row (row_codec.h, version 3): a new version maps each row's columns by id. */
+static const alter_table_operations INSTANT_COLUMNS =
+    ALTER_ADD_STORED_BASE_COLUMN | ALTER_DROP_STORED_COLUMN | ALTER_STORED_COLUMN_ORDER |
+    ALTER_COLUMN_NULLABLE;
+
+/* The Create_field of each field of the new definition (the server lists them in
+   the new column order; cf->field is the old table's field, or null if new). */
+static std::vector<const Create_field *> new_columns(TABLE *to, Alter_inplace_info *info) {
+  std::vector<const Create_field *> out;
+  List_iterator_fast<Create_field> it(info->alter_info->create_list);
+  while (const Create_field *cf = it++) out.push_back(cf);
+  if (out.size() != to->s->fields) out.clear();
+  return out;
+}
+
+/* Why the new definition's stored columns cannot be a new column definition
+   version of the old ones, or nullptr: each kept column must decode from its old
+   bytes (same type and length, or a VARCHAR grown in place: can_convert_nocopy),
+   a column made NULL must not be in a key (the entries' NULL markers), and a new
+   column must read as a constant of the record image until its row is written
+   (as InnoDB's instant ADD COLUMN: no expression, no AUTO_INCREMENT). */
+static const char *instant_columns_refusal(TABLE *from, TABLE *to, Alter_inplace_info *info) {
+  std::vector<const Create_field *> cols = new_columns(to, info);
+  if (cols.empty()) return "TidesDB: the new columns do not match the statement";
+  for (uint i = 0; i < to->s->fields; i++) {
+    Field *g = to->field[i];
+    Field *f = cols[i]->field;
+    if (f && f->table != from) return "TidesDB: the new columns do not match the statement";
+    if (!g->stored_in_db() || g->vcol_info) {
+      if (!f || !f->stored_in_db()) continue;
+      return "TidesDB changes a stored column into a generated one by copying the table";
+    }
+    if (!f) {
+      if (g->flags & AUTO_INCREMENT_FLAG)
+        return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
+      if (g->default_value || g->unireg_check != Field::NONE)
+        return "TidesDB adds a column whose default is an expression by copying the table";
+      continue;
+    }
+    if (!f->stored_in_db())
+      return "TidesDB makes a generated column stored by copying the table";
+    bool grown_varchar = (info->handler_flags & ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE) &&
+                         f->real_type() == MYSQL_TYPE_VARCHAR &&
+                         g->real_type() == MYSQL_TYPE_VARCHAR &&
+                         ((Field_varstring *)f)->length_bytes == ((Field_varstring *)g)->length_bytes;
+    if (f->real_type() != g->real_type() || f->charset() != g->charset() ||
+        (f->flags & (UNSIGNED_FLAG | BLOB_FLAG)) != (g->flags & (UNSIGNED_FLAG | BLOB_FLAG)) ||
+        (!grown_varchar && (f->pack_length() != g->pack_length() ||
+                            f->field_length != g->field_length)) ||
+        f->decimals() != g->decimals())
+      return "TidesDB changes a column's type by copying the table";
+    if (f->real_maybe_null() != g->real_maybe_null()) {
+      if (!g->real_maybe_null()) return "TidesDB makes a column NOT NULL by copying the table";
+      if (f->flags & PART_KEY_FLAG)
+        return "TidesDB makes an indexed column NULL by copying the table (its index entries "
+               "change)";
+    }
+  }
+  return nullptr;
+}
+
 static bool key_has_virtual_part(const KEY *key) {
   for (uint p = 0; p < key->user_defined_key_parts; p++)
     if (key->key_part[p].field && !key->key_part[p].field->stored_in_db()) return true;
@@ -268,11 +342,15 @@ static const char *online_refusal(TABLE *from, TABLE *to, Alter_inplace_info *in
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
-  if (flags &
-      ~(METADATA_ONLY | ADD_INDEX | ADD_COLUMN_LAST | ALTER_CHANGE_CREATE_OPTION | FOREIGN_KEYS)) {
+  bool versioned = m_layout.versioned();
+  alter_table_operations columns = versioned ? INSTANT_COLUMNS : ADD_COLUMN_LAST;
+  if (flags & ~(METADATA_ONLY | ADD_INDEX | columns | ALTER_CHANGE_CREATE_OPTION | FOREIGN_KEYS)) {
     ha_alter_info->unsupported_reason =
-        "TidesDB changes in place only indexes (not primary keys), metadata and columns "
-        "added last";
+        versioned ? "TidesDB changes in place only indexes (not primary keys), metadata and "
+                    "columns added, dropped, moved or made NULL"
+                  : "TidesDB changes in place only indexes (not primary keys), metadata and "
+                    "columns added last (a table created by an older TidesDB: ALTER TABLE ... "
+                    "FORCE once makes the other column changes instant)";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
   if (flags & ALTER_ADD_FOREIGN_KEY) {
@@ -303,7 +381,12 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
         "constraints by copying it";
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
-  if (flags & ADD_COLUMN_LAST) {
+  if (versioned && (flags & (INSTANT_COLUMNS | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE))) {
+    if (const char *why = instant_columns_refusal(table, altered_table, ha_alter_info)) {
+      ha_alter_info->unsupported_reason = why;
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
+  } else if (flags & ADD_COLUMN_LAST) {
     if (const char *why = instant_add_refusal(table, altered_table)) {
       ha_alter_info->unsupported_reason = why;
       return HA_ALTER_INPLACE_NOT_SUPPORTED;
@@ -414,6 +497,35 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     print_error(fail(st), MYF(0));
     return true;
   }
+  /* A new column definition version, committed with the index list: each stored
+     column of the new definition is an old one (its position among the old stored
+     columns) or new. */
+  if (m_layout.versioned() && (ha_alter_info->handler_flags &
+                               (INSTANT_COLUMNS | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE))) {
+    std::vector<const Create_field *> cols = new_columns(altered_table, ha_alter_info);
+    std::vector<uint32_t> old_position(table->s->fields, TDB_NEW_COLUMN);
+    uint32_t pos = 0;
+    for (Field **fp = table->field; *fp; fp++)
+      if ((*fp)->stored_in_db()) old_position[(*fp)->field_index] = pos++;
+    std::vector<uint32_t> sources, ids;
+    std::vector<uint8_t> col_flags;
+    for (uint i = 0; i < altered_table->s->fields && i < cols.size(); i++) {
+      Field *g = altered_table->field[i];
+      if (!g->stored_in_db()) continue;
+      Field *f = cols[i]->field;
+      sources.push_back(f ? old_position[f->field_index] : TDB_NEW_COLUMN);
+      col_flags.push_back(g->flags & BLOB_FLAG ? TDB_COLUMN_BLOB : 0);
+    }
+    ids.resize(sources.size());
+    uint32_t version = 0;
+    if ((st = tdb_index_build_set_columns(ctx->build, sources.data(), col_flags.data(),
+                                          sources.size(), ids.data(), &version))) {
+      print_error(fail(st), MYF(0));
+      return true;
+    }
+    ctx->new_layout.derive(m_layout, altered_table, version, ids);
+    ctx->columns_changed = true;
+  }
   /* Online: publish the new indexes now, while the server holds the exclusive
      metadata lock (see "Online ADD INDEX" above). */
   if (ha_alter_info->online && !ctx->added.empty()) {
@@ -518,12 +630,13 @@ static const uint64_t ONLINE_LOCK_POLL_MS = 1000;
    index build, reading the external BLOB/TEXT values the new keys need (latest: the
    latest committed ones, else the transaction's snapshot). False with my_error given. */
 static bool decode_for_build(tdb_trx *t, tdb_table *tbl, TABLE *altered_table,
-                             const std::string &row, const std::string &pk, bool latest,
-                             External_state *external, uchar *rec) {
+                             const Row_layout &layout, const std::string &row,
+                             const std::string &pk, bool latest, External_state *external,
+                             uchar *rec) {
   external->loaded.assign(altered_table->s->fields, false);
   Engine_external_reader reader(t, tbl, altered_table, pk, latest,
                                 Engine_external_reader::WANT_KEYS, external);
-  if (decode_row(altered_table, row, rec, &reader, nullptr)) return true;
+  if (decode_row(altered_table, layout, row, rec, &reader, nullptr, nullptr)) return true;
   my_error(ER_INTERNAL_ERROR, MYF(0),
            reader.status ? reader.error.c_str() : "TidesDB: a stored row does not decode");
   return false;
@@ -628,7 +741,7 @@ bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *
         break;
       }
       row.assign((const char *)v, vlen);
-      if (!decode_for_build(t, m_tbl, altered_table, row, pk, true, &external, rec)) {
+      if (!decode_for_build(t, m_tbl, altered_table, m_layout, row, pk, true, &external, rec)) {
         failed = true;
         break;
       }
@@ -700,7 +813,9 @@ bool ha_tidesdb::build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alte
     if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
     row.assign((const char *)v, vlen);
     pk.assign((const char *)k, klen);
-    if (!decode_for_build(t, m_tbl, altered_table, row, pk, false, &external, rec)) {
+    if (!decode_for_build(t, m_tbl, altered_table,
+                          ctx->columns_changed ? ctx->new_layout : m_layout, row, pk, false,
+                          &external, rec)) {
       failed = true;
       break;
     }

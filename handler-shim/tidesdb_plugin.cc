@@ -28,7 +28,15 @@ void ignore_db_dirs_append(const char *dirname_arg);
 
 /* ---------------------------------------------------------- system variables */
 
-static const char *sync_mode_names[] = {"NONE", "INTERVAL", "FULL", NullS};
+/* INTERVAL is an SQL reserved word (SET GLOBAL tidesdb_sync_mode = INTERVAL is a syntax
+   error; only the quoted 'INTERVAL' works): PERIODIC names the same mode and can be
+   typed bare. Every value of an ENUM variable must have such a spelling (test
+   sysvars_bare_words). */
+static const char *sync_mode_names[] = {"NONE", "INTERVAL", "FULL", "PERIODIC", NullS};
+enum { SYNC_MODE_PERIODIC = 3 };
+static uint32_t engine_sync_mode(ulong value) {
+  return value == SYNC_MODE_PERIODIC ? TDB_SYNC_INTERVAL : (uint32_t)value;
+}
 static TYPELIB sync_mode_typelib = {array_elements(sync_mode_names) - 1, "sync_mode_typelib",
                                     sync_mode_names, NULL};
 static ulong sysvar_sync_mode = TDB_SYNC_FULL;
@@ -42,23 +50,24 @@ static my_bool sysvar_stats_auto_recalc = TRUE;
 static void update_sync_mode(THD *, struct st_mysql_sys_var *, void *var_ptr,
                              const void *save) {
   *(ulong *)var_ptr = *(const ulong *)save;
-  tdb_engine_set_sync_mode((uint32_t)sysvar_sync_mode, sysvar_sync_interval_ms);
+  tdb_engine_set_sync_mode(engine_sync_mode(sysvar_sync_mode), sysvar_sync_interval_ms);
 }
 
 static void update_sync_interval(THD *, struct st_mysql_sys_var *, void *var_ptr,
                                  const void *save) {
   *(uint *)var_ptr = *(const uint *)save;
-  tdb_engine_set_sync_mode((uint32_t)sysvar_sync_mode, sysvar_sync_interval_ms);
+  tdb_engine_set_sync_mode(engine_sync_mode(sysvar_sync_mode), sysvar_sync_interval_ms);
 }
 
 static MYSQL_SYSVAR_ENUM(sync_mode, sysvar_sync_mode, PLUGIN_VAR_RQCMDARG,
-                         "When a commit reaches the disk: NONE (left to the OS), INTERVAL "
+                         "When a commit reaches the disk: NONE (left to the OS), PERIODIC "
                          "(a background sync every tidesdb_sync_interval_ms, like "
-                         "innodb_flush_log_at_trx_commit=2) or FULL (every commit is durable "
-                         "when it returns; concurrent commits share one fsync)",
+                         "innodb_flush_log_at_trx_commit=2; 'INTERVAL' is the same mode) or "
+                         "FULL (every commit is durable when it returns; concurrent commits "
+                         "share one fsync)",
                          NULL, update_sync_mode, TDB_SYNC_FULL, &sync_mode_typelib);
 static MYSQL_SYSVAR_UINT(sync_interval_ms, sysvar_sync_interval_ms, PLUGIN_VAR_RQCMDARG,
-                         "Milliseconds between background syncs in INTERVAL sync mode", NULL,
+                         "Milliseconds between background syncs in PERIODIC (INTERVAL) sync mode", NULL,
                          update_sync_interval, 1000, 1, 60000, 0);
 static MYSQL_SYSVAR_ULONGLONG(write_buffer_size, sysvar_write_buffer_size,
                               PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
@@ -441,7 +450,7 @@ static int tidesdb_init(void *p) {
   struct tdb_engine_options opts;
   opts.write_buffer_size = sysvar_write_buffer_size;
   opts.block_cache_size = sysvar_block_cache_size;
-  opts.sync_mode = (uint32_t)sysvar_sync_mode;
+  opts.sync_mode = engine_sync_mode(sysvar_sync_mode);
   opts.sync_interval_ms = sysvar_sync_interval_ms;
   opts.background_threads = sysvar_background_threads;
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
@@ -525,4 +534,4 @@ maria_declare_plugin(tidesdb){
     tidesdb::status_variables,
     tidesdb_system_variables,
     "0.1.0",
-    MariaDB_PLUGIN_MATURITY_EXPERIMENTAL} maria_declare_plugin_end;
+    MariaDB_PLUGIN_MATURITY_BETA} maria_declare_plugin_end;

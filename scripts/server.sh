@@ -45,7 +45,7 @@ pid-file = $PIDFILE
 log-error = $LOG
 plugin-dir = $PLUGIN_DIR
 plugin-load-add = ha_tidesdb.so          # (*)
-plugin-maturity = experimental           # (*) the plugin declares itself experimental
+plugin-maturity = beta                   # (*) the plugin declares itself beta
 default-storage-engine = TidesDB
 default-tmp-storage-engine = MyISAM
 CNF

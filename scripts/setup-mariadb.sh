@@ -16,7 +16,7 @@ LAYOUT=2
 PKGS="mariadb-server mariadb-client mariadb-test mariadb-test-data libmariadb-dev
       mariadb-plugin-rocksdb mariadb-common mariadb-client-core
       mariadb-server-core libmariadb3 libmariadbd-dev libmariadbd19 mariadb-backup"
-EXTRA="build-essential pkg-config dpkg-dev xz-utils sysbench python3-matplotlib"
+EXTRA="build-essential pkg-config dpkg-dev xz-utils sysbench python3-matplotlib lintian"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

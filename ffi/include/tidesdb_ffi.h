@@ -155,6 +155,13 @@ struct tdb_table_options {
    opts: NULL for the engine's defaults; TDB_INVALID for out-of-range values. */
 int tdb_table_create(const char *name, uint32_t n_indexes, uint64_t auto_increment,
                      const struct tdb_table_options *opts);
+/* As tdb_table_create, for a table whose rows carry a column definition version
+   (ffi/src/columns.rs): ids[i] and flags[i] (TDB_COLUMN_BLOB) describe its i-th
+   stored column in version 1. */
+#define TDB_COLUMN_BLOB 1u
+int tdb_table_create_columns(const char *name, uint32_t n_indexes, uint64_t auto_increment,
+                             const struct tdb_table_options *opts, const uint32_t *ids,
+                             const uint8_t *flags, size_t n_columns);
 int tdb_table_drop(const char *name);
 int tdb_table_rename(const char *from, const char *to);
 /* Empties the table (new empty column families) and resets its counters. */
@@ -173,6 +180,11 @@ uint32_t tdb_table_index_count(const tdb_table *table);
    NULL). by_name reads the catalog (TDB_NO_SUCH_TABLE if absent): what the server's
    DDL recovery asks after a crash in an in-place ALTER TABLE. */
 uint64_t tdb_table_version(const tdb_table *table);
+/* The table's column definition versions: *n receives the number of values; they are
+   written to out when cap is at least that: current version, number of versions, then
+   per version (ascending) its number, its number of stored columns and per column
+   (in row order) its id and flags. *n = 0: a table without versions. */
+int tdb_table_columns(const tdb_table *table, uint32_t *out, size_t cap, size_t *n);
 int tdb_table_version_by_name(const char *name, uint64_t *out);
 /* 1 if an unresolved prepared XA transaction wrote rows of the table (one whose
    connection went away holds no metadata lock on it), else 0. */
@@ -210,6 +222,9 @@ struct tdb_table_stats {
   uint64_t data_bytes;
   uint64_t index_bytes;
   uint64_t free_bytes;
+  /* The engine's latest committed sequence number, read before the sizes: while it
+     is unchanged no transaction has committed (a count of the rows still holds). */
+  uint64_t committed_seq;
 };
 int tdb_table_stats(tdb_table *table, struct tdb_table_stats *out);
 /* Approximate number of keys of an index between two encoded bounds (NULL = open). */
@@ -257,6 +272,14 @@ int tdb_index_build_put(tdb_index_build *build, uint32_t slot, const uint8_t *ke
 int tdb_index_build_commit(tdb_index_build *build, const char *name, const uint32_t *layout,
                            size_t n);
 void tdb_index_build_free(tdb_index_build *build);
+/* Makes the commit also install the table's next column definition version: its i-th
+   stored column (of n) is the current version's stored column sources[i], or a new
+   one (TDB_NEW_COLUMN), with flags[i]. ids (n) receives their column ids, *version
+   the version's number. TDB_INVALID for a table without versions. */
+#define TDB_NEW_COLUMN 0xFFFFFFFFu
+int tdb_index_build_set_columns(tdb_index_build *build, const uint32_t *sources,
+                                const uint8_t *flags, size_t n, uint32_t *ids,
+                                uint32_t *version);
 /* An online build (ALTER TABLE ... LOCK=NONE): publishes the build's families on the
  * table, so that tdb_apply ops of index TDB_BUILDING_INDEX | slot (of any handle of
  * the table, in any transaction) write to built index slot, until the build commits

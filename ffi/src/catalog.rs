@@ -16,7 +16,7 @@
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE, or by the automatic measurement as a deferred put (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `keys/<name>`, `fk/<name>` | a table's keys and its FOREIGN KEY constraints (format in `foreign_keys.rs`) |
-//! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes) |
+//! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes); version 3 = version 2 with `u8 version = 3`, followed by the table's column definition versions (format in `columns.rs`) |
 //!
 //! The i-th secondary index of a table (in the server's key order) lives in column
 //! family `t<id>.i<index_no[i]>`. Index numbers are never reused within a table id:
@@ -34,6 +34,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use tidesdb_core::{Cf, CfOptions, CommitOptions, Db, DeferredPut, Isolation, IterOptions};
 
+use crate::columns::ColumnVersions;
 use crate::status::{FfiError, FfiResult, Status};
 
 const CATALOG_CF: &str = "__catalog";
@@ -63,6 +64,7 @@ fn autoinc_key(table_id: u64) -> Vec<u8> {
 }
 const META_V1: u8 = 1;
 const META_V2: u8 = 2;
+const META_V3: u8 = 3;
 
 /// What the catalog stores about one table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +77,9 @@ pub struct TableMeta {
     pub next_index_no: u32,
     /// The AUTO_INCREMENT table option: the counter never starts below it.
     pub auto_increment: u64,
+    /// The stored columns of each definition version; None for a table created
+    /// before versions existed (its rows carry none).
+    pub columns: Option<ColumnVersions>,
 }
 
 const META_V1_LEN: usize = 21;
@@ -87,6 +92,7 @@ impl TableMeta {
             index_nos: (1..=n_indexes).collect(),
             next_index_no: n_indexes + 1,
             auto_increment,
+            columns: None,
         }
     }
 
@@ -96,13 +102,20 @@ impl TableMeta {
 
     fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(META_V2_HEAD + 4 * self.index_nos.len());
-        v.push(META_V2);
+        v.push(if self.columns.is_some() {
+            META_V3
+        } else {
+            META_V2
+        });
         v.extend_from_slice(&self.table_id.to_le_bytes());
         v.extend_from_slice(&self.n_indexes().to_le_bytes());
         v.extend_from_slice(&self.auto_increment.to_le_bytes());
         v.extend_from_slice(&self.next_index_no.to_le_bytes());
         for no in &self.index_nos {
             v.extend_from_slice(&no.to_le_bytes());
+        }
+        if let Some(columns) = &self.columns {
+            columns.encode_into(&mut v);
         }
         v
     }
@@ -132,7 +145,17 @@ impl TableMeta {
             Some(&META_V1) if bytes.len() == META_V1_LEN => {
                 Ok(TableMeta::new(table_id, n, auto_increment))
             }
-            Some(&META_V2) if bytes.len() == META_V2_HEAD + 4 * n as usize => {
+            Some(&version @ (META_V2 | META_V3))
+                if bytes.len() >= META_V2_HEAD + 4 * n as usize =>
+            {
+                let columns_at = META_V2_HEAD + 4 * n as usize;
+                let columns = match version {
+                    META_V3 => {
+                        Some(ColumnVersions::decode(&bytes[columns_at..]).ok_or_else(corrupt)?)
+                    }
+                    _ if bytes.len() == columns_at => None,
+                    _ => return Err(corrupt()),
+                };
                 let next_index_no = u32_at(21)?;
                 let index_nos = (0..n as usize)
                     .map(|i| u32_at(META_V2_HEAD + 4 * i))
@@ -145,6 +168,7 @@ impl TableMeta {
                     index_nos,
                     next_index_no,
                     auto_increment,
+                    columns,
                 })
             }
             _ => Err(corrupt()),
@@ -169,6 +193,9 @@ impl TableMeta {
         eat(&self.next_index_no.to_le_bytes());
         for no in &self.index_nos {
             eat(&no.to_le_bytes());
+        }
+        if let Some(columns) = &self.columns {
+            eat(&columns.current.to_le_bytes());
         }
         h.max(1)
     }
@@ -337,6 +364,11 @@ impl TableShared {
     /// [`TableMeta::definition_version`] of the table as it is now.
     pub fn definition_version(&self) -> u64 {
         self.state.read().meta.definition_version()
+    }
+
+    /// The table's column definition versions (None: a table without them).
+    pub fn columns(&self) -> Option<ColumnVersions> {
+        self.state.read().meta.columns.clone()
     }
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
@@ -777,6 +809,7 @@ impl Catalog {
         n_indexes: u32,
         auto_increment: u64,
         opts: &CfOptions,
+        columns: Option<ColumnVersions>,
     ) -> FfiResult<(TableMeta, Vec<Cf>)> {
         let mut txn = db.begin(Isolation::RepeatableRead);
         let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
@@ -785,7 +818,8 @@ impl Catalog {
             })?),
             None => 1,
         };
-        let meta = TableMeta::new(next, n_indexes, auto_increment);
+        let mut meta = TableMeta::new(next, n_indexes, auto_increment);
+        meta.columns = columns;
         let cfs = Self::create_cfs(db, &meta, opts)?;
         let commit = (|| -> FfiResult<()> {
             txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
@@ -820,11 +854,25 @@ impl Catalog {
         auto_increment: u64,
         opts: &CfOptions,
     ) -> FfiResult<()> {
+        self.create_versioned(db, name, n_indexes, auto_increment, opts, None)
+    }
+
+    /// Creates a table whose rows are written under column definition versions
+    /// (`columns`: its version 1), or without (None).
+    pub fn create_versioned(
+        &self,
+        db: &Db,
+        name: &str,
+        n_indexes: u32,
+        auto_increment: u64,
+        opts: &CfOptions,
+        columns: Option<ColumnVersions>,
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         // The server creates a table only when its .frm does not exist, so an entry of
         // the same name is a leftover of an interrupted DDL: replace it.
         let old = self.lookup(db, name)?;
-        self.install(db, name, n_indexes, auto_increment, opts)?;
+        self.install(db, name, n_indexes, auto_increment, opts, columns)?;
         if let Some(old) = old {
             Self::drop_cfs(db, &old)?;
         }
@@ -906,7 +954,9 @@ impl Catalog {
         // TRUNCATE starts the AUTO_INCREMENT counter again from 1; the new column
         // families get the options of the old ones (the table's options).
         let opts = Self::table_options(db, &old)?;
-        let (meta, cfs) = self.install(db, name, old.n_indexes(), 1, &opts)?;
+        // No row is left: only the current column version is needed.
+        let columns = old.columns.as_ref().map(ColumnVersions::only_current);
+        let (meta, cfs) = self.install(db, name, old.n_indexes(), 1, &opts, columns)?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
             let (cfs, blob_cf) = split_blob_cf(cfs)?;
             let mut st = shared.state.write();
@@ -981,6 +1031,19 @@ impl Catalog {
         layout: &[IndexSource],
         built: &[(u32, Cf)],
     ) -> FfiResult<()> {
+        self.alter_table(db, name, layout, built, None)
+    }
+
+    /// [`Catalog::alter_indexes`], also committing a new column definition version
+    /// (`columns`; None keeps the table's).
+    pub fn alter_table(
+        &self,
+        db: &Db,
+        name: &str,
+        layout: &[IndexSource],
+        built: &[(u32, Cf)],
+        columns: Option<ColumnVersions>,
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         let invalid = |what: String| FfiError::new(Status::Invalid, what);
@@ -1012,6 +1075,7 @@ impl Catalog {
             index_nos: nos,
             next_index_no,
             auto_increment: old.auto_increment,
+            columns: columns.or_else(|| old.columns.clone()),
         };
         let mut cfs = Vec::with_capacity(meta.index_nos.len() + 1);
         for cf_name in meta.cf_names() {

@@ -29,6 +29,7 @@ use tidesdb_core::{Cf, Db, Isolation, Txn};
 use std::sync::Arc;
 
 use crate::catalog::{IndexSource, TableShared};
+use crate::columns::ColumnVersions;
 use crate::engine::engine;
 use crate::raw;
 use crate::status::{guard, FfiError, FfiResult, Status};
@@ -56,6 +57,8 @@ pub struct IndexBuild {
     /// The table's name, and its shared state once the build is published.
     name: String,
     published: Option<Arc<TableShared>>,
+    /// The column definition version the commit installs (`set_columns`).
+    columns: Option<ColumnVersions>,
 }
 
 impl IndexBuild {
@@ -72,6 +75,7 @@ impl IndexBuild {
             committed: false,
             name: name.to_string(),
             published: None,
+            columns: None,
         })
     }
 
@@ -84,6 +88,20 @@ impl IndexBuild {
         shared.set_building(self.built.iter().map(|(_, cf)| cf.clone()).collect());
         self.published = Some(shared);
         Ok(())
+    }
+
+    /// Makes the commit install the table's next column definition version
+    /// ([`ColumnVersions::derive`] of `sources`); returns it.
+    pub fn set_columns(&mut self, sources: &[(u32, u8)]) -> FfiResult<&ColumnVersions> {
+        let e = engine()?;
+        let shared = e.catalog.open_table(&e.db, &self.name)?;
+        let current = shared.columns().ok_or_else(|| {
+            FfiError::new(
+                Status::Invalid,
+                "the table's rows carry no column definition version",
+            )
+        })?;
+        Ok(self.columns.insert(current.derive(sources)?))
     }
 
     /// Ends the publication (row changes stop maintaining the families).
@@ -181,7 +199,8 @@ impl IndexBuild {
             })
             .collect();
         let e = engine()?;
-        e.catalog.alter_indexes(&e.db, name, &layout, &self.built)?;
+        e.catalog
+            .alter_table(&e.db, name, &layout, &self.built, self.columns.take())?;
         self.committed = true;
         self.unpublish();
         Ok(())
@@ -282,6 +301,39 @@ pub unsafe extern "C" fn tdb_index_build_commit(
             unsafe { std::slice::from_raw_parts(layout, n) }
         };
         build.commit(name, layout)
+    })
+}
+
+/// # Safety
+/// `build` must be a live handle; `sources`, `flags` and `ids` `n` values each,
+/// `version` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_build_set_columns(
+    build: *mut IndexBuild,
+    sources: *const u32,
+    flags: *const u8,
+    n: usize,
+    ids: *mut u32,
+    version: *mut u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let build = unsafe { raw::handle(build) }?;
+        // SAFETY: `n` values each by contract.
+        let sources = unsafe { raw::slice(sources, n) }?;
+        // SAFETY: as above.
+        let flags = unsafe { raw::slice(flags, n) }?;
+        if n > 0 && ids.is_null() {
+            return Err(FfiError::new(Status::Invalid, "NULL ids"));
+        }
+        let pairs: Vec<(u32, u8)> = sources.iter().copied().zip(flags.iter().copied()).collect();
+        let columns = build.set_columns(&pairs)?;
+        for (i, c) in columns.current_columns().iter().enumerate().take(n) {
+            // SAFETY: `n` writable values by contract.
+            unsafe { ids.add(i).write(c.id) };
+        }
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(version, columns.current) }
     })
 }
 

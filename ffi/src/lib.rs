@@ -6,6 +6,7 @@
 //! - [`checkpoint`]: engine checkpoints for backups (the SQL interface and `tidesdb-backup`);
 //! - [`catalog`]: table names (`./db/t1`) to column families, persisted in the engine
 //!   itself, so CREATE / DROP / RENAME / TRUNCATE are atomic;
+//! - [`columns`]: the definition versions of a table's stored columns (instant ALTER);
 //! - [`trx`]: one transaction per connection, with a savepoint per statement so that a
 //!   failing statement undoes only itself;
 //! - [`table`]: per-handler table handles, atomic multi-index row changes, point reads;
@@ -24,6 +25,7 @@
 //! last message (it cannot panic, and a guard around it would overwrite that message).
 pub mod catalog;
 pub mod checkpoint;
+pub mod columns;
 pub mod cursor;
 pub mod engine;
 pub mod foreign_keys;

@@ -18,6 +18,21 @@ pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> FfiResult<&'a [u8]> {
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
+/// A slice of `len` values from (ptr, len); a NULL pointer is allowed only with len 0.
+///
+/// # Safety
+/// `ptr` must point to `len` readable values that stay valid for the returned lifetime.
+pub unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> FfiResult<&'a [T]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(FfiError::new(Status::Invalid, "NULL array with a length"));
+    }
+    // SAFETY: non-NULL and, by the caller's contract, `len` readable values.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
 /// A UTF-8 string from a NUL-terminated C string.
 ///
 /// # Safety

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, SharedBytes, Txn};
 
 use crate::catalog::{building_slot, TableShared};
+use crate::columns::{ColumnVersions, StoredColumn};
 use crate::engine::engine;
 use crate::fulltext;
 use crate::raw;
@@ -224,6 +225,69 @@ pub unsafe extern "C" fn tdb_table_create(
         let e = engine()?;
         e.catalog
             .create_with(&e.db, name, n_indexes, auto_increment, &cf_opts)
+    })
+}
+
+/// # Safety
+/// As `tdb_table_create`; `ids` and `flags` NULL or `n_columns` values each.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_create_columns(
+    name: *const c_char,
+    n_indexes: u32,
+    auto_increment: u64,
+    opts: *const TableOptions,
+    ids: *const u32,
+    flags: *const u8,
+    n_columns: usize,
+) -> c_int {
+    with_name(name, |name| {
+        // SAFETY: NULL or a valid struct, by contract.
+        let cf_opts = match unsafe { opts.as_ref() } {
+            Some(o) => o.to_cf_options()?,
+            None => CfOptions::default(),
+        };
+        // SAFETY: `n_columns` values each, by contract.
+        let ids = unsafe { raw::slice(ids, n_columns) }?;
+        // SAFETY: as above.
+        let flags = unsafe { raw::slice(flags, n_columns) }?;
+        let columns = ColumnVersions::initial(
+            ids.iter()
+                .zip(flags)
+                .map(|(&id, &flags)| StoredColumn { id, flags })
+                .collect(),
+        )?;
+        let e = engine()?;
+        e.catalog.create_versioned(
+            &e.db,
+            name,
+            n_indexes,
+            auto_increment,
+            &cf_opts,
+            Some(columns),
+        )
+    })
+}
+
+/// # Safety
+/// `table` must be a live handle, `out` NULL or valid for `cap` writes, `n` for one.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_table_columns(
+    table: *const Table,
+    out: *mut u32,
+    cap: usize,
+    n: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live handle by contract.
+        let t = unsafe { table.as_ref() }
+            .ok_or_else(|| FfiError::new(Status::Invalid, "NULL table"))?;
+        let flat = t.shared.columns().map(|c| c.flat()).unwrap_or_default();
+        if !out.is_null() && cap >= flat.len() {
+            // SAFETY: valid for `cap` writes by contract.
+            unsafe { std::ptr::copy_nonoverlapping(flat.as_ptr(), out, flat.len()) };
+        }
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(n, flat.len()) }
     })
 }
 
@@ -553,6 +617,7 @@ pub struct TableStats {
     pub data_bytes: u64,
     pub index_bytes: u64,
     pub free_bytes: u64,
+    pub committed_seq: u64,
 }
 
 /// # Safety
@@ -568,6 +633,7 @@ pub unsafe extern "C" fn tdb_table_stats(table: *mut Table, out: *mut TableStats
             data_bytes: 0,
             index_bytes: 0,
             free_bytes: 0,
+            committed_seq: db.latest_sequence(),
         };
         // Value-log files hold the large values: they are the table's bytes as
         // much as its table files are (InnoDB counts off-page columns too).

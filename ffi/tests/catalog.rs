@@ -466,3 +466,65 @@ fn online_build_families_are_published_and_leftovers_dropped_by_the_next_build()
         vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i2"]
     );
 }
+
+#[test]
+fn column_versions_commit_with_the_index_list_and_survive_rename_truncate_and_reopen() {
+    use tidesdb_ffi::columns::{ColumnVersions, StoredColumn, COLUMN_BLOB, NEW_COLUMN};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cols = |ids: &[u32]| -> Vec<StoredColumn> {
+        ids.iter()
+            .map(|&id| StoredColumn { id, flags: 0 })
+            .collect()
+    };
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db).expect("catalog");
+        let v1 = ColumnVersions::initial(cols(&[0, 1, 2])).expect("v1");
+        catalog
+            .create_versioned(&db, "./d/t", 0, 1, &CfOptions::default(), Some(v1.clone()))
+            .expect("create");
+        catalog.create(&db, "./d/old", 0, 1).expect("create old");
+        let shared = catalog.open_table(&db, "./d/t").expect("open");
+        assert_eq!(shared.columns(), Some(v1.clone()));
+        assert_eq!(
+            catalog.open_table(&db, "./d/old").expect("old").columns(),
+            None
+        );
+        let before = shared.definition_version();
+        // DROP COLUMN 1, ADD a BLOB first: a new version, committed in place.
+        let v2 = v1
+            .derive(&[(NEW_COLUMN, COLUMN_BLOB), (0, 0), (2, 0)])
+            .expect("v2");
+        catalog
+            .alter_table(&db, "./d/t", &[], &[], Some(v2.clone()))
+            .expect("alter");
+        assert_eq!(shared.columns(), Some(v2.clone()));
+        assert_ne!(shared.definition_version(), before);
+        assert_eq!(v2.current_columns()[0].id, 3);
+        // An index-only change keeps the columns.
+        catalog
+            .alter_indexes(&db, "./d/t", &[], &[])
+            .expect("alter indexes");
+        assert_eq!(shared.columns(), Some(v2.clone()));
+        catalog.rename(&db, "./d/t", "./d/u").expect("rename");
+        drop(shared);
+        drop(catalog);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db).expect("catalog");
+    let shared = catalog.open_table(&db, "./d/u").expect("open renamed");
+    let v2 = shared.columns().expect("columns after reopen");
+    assert_eq!(v2.current, 2);
+    assert_eq!(v2.versions.len(), 2);
+    // TRUNCATE: no row left, only the current version is kept.
+    catalog.truncate(&db, "./d/u").expect("truncate");
+    let after = catalog
+        .open_table(&db, "./d/u")
+        .expect("open")
+        .columns()
+        .expect("columns");
+    assert_eq!(after.current, 2);
+    assert_eq!(after.versions.len(), 1);
+    assert_eq!(after.current_columns(), v2.current_columns());
+}
