@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -13,10 +13,11 @@ all: plugin
 setup:
 	@bash scripts/setup-mariadb.sh
 
-# target/plugin/ha_tidesdb.so
+# target/plugin/ha_tidesdb.so and target/plugin/tidesdb-backup (tools/backup)
 plugin: setup
-	$(CARGO) build --release -p ha_tidesdb
+	$(CARGO) build --release -p ha_tidesdb -p tidesdb-backup
 	@bash scripts/link-plugin.sh
+	@install -m 0755 target/release/tidesdb-backup target/plugin/tidesdb-backup
 
 # A server under var/ with TidesDB as the default engine.
 server: plugin
@@ -30,7 +31,7 @@ lint: setup
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 
 test-rust:
-	$(CARGO) test --release -p tidesdb-core -p tidesdb-ffi
+	$(CARGO) test --release -p tidesdb-core -p tidesdb-ffi -p tidesdb-backup
 
 # mysql-test-run suites of mysql-test/ against the real server and the fresh plugin.
 test-mtr: plugin
@@ -67,8 +68,16 @@ docker: deb
 test-docker: deb
 	@bash scripts/test-docker.sh
 
+# Hot backup under load (scripts/test-backup.py): tidesdb-backup of a server whose
+# clients move money between a TidesDB and an InnoDB table in one transaction (plus
+# XA and DDL); restore, totals, exactly the GTID's transactions, CHECK TABLE, a
+# replica from the backup's GTID equal to the primary; mariadb-dump
+# --single-transaction under the same load. Ports 3471-3472; ~1-2 min.
+test-backup: plugin
+	python3 scripts/test-backup.py $(TEST_BACKUP_ARGS)
+
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull test-stress-crash test-force-recovery test-deb test-docker
+test: lint test-rust test-mtr test-conformance test-diskfull test-backup test-stress-crash test-force-recovery test-deb test-docker
 
 clean:
 	$(CARGO) clean

@@ -14,6 +14,7 @@
 #include "errors.h"
 #include "status.h"
 #include "table_options.h"
+#include "backup.h"
 
 using namespace tidesdb;
 
@@ -206,6 +207,8 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(block_size),
     MYSQL_SYSVAR(value_separation_threshold),
     MYSQL_SYSVAR(stats_auto_recalc),
+    tidesdb::checkpoint_sysvar(),
+    tidesdb::backup_checkpoint_sysvar(),
     NULL};
 
 namespace tidesdb {
@@ -539,6 +542,8 @@ static int tidesdb_init(void *p) {
   h->show_status = tidesdb_show_status;
   h->panic = tidesdb_panic;
   h->check_version = tidesdb_check_version;
+  h->prepare_for_backup = tidesdb::prepare_for_backup;
+  h->end_backup = tidesdb::end_backup;
   h->tablefile_extensions = hton_no_exts;
   h->table_options = tidesdb::table_option_list;
   return 0;

@@ -15,7 +15,7 @@ STAMP=$SRC_DIR/.complete
 LAYOUT=2
 PKGS="mariadb-server mariadb-client mariadb-test mariadb-test-data libmariadb-dev
       mariadb-plugin-rocksdb mariadb-common mariadb-client-core
-      mariadb-server-core libmariadb3 libmariadbd-dev libmariadbd19"
+      mariadb-server-core libmariadb3 libmariadbd-dev libmariadbd19 mariadb-backup"
 EXTRA="build-essential pkg-config dpkg-dev xz-utils sysbench python3-matplotlib lintian"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -27,8 +27,10 @@ header_version() {
 }
 
 # Fast path: packages installed and held, headers extracted for that version.
+# (mariadb-backup, for tidesdb-backup, at the server's exact version.)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(installed_version) layout=$LAYOUT" ] \
-   && [ -n "$(installed_version)" ]; then
+   && [ -n "$(installed_version)" ] \
+   && [ "$(dpkg-query -W -f='${Version}' mariadb-backup 2>/dev/null)" = "$(installed_version)" ]; then
   echo "setup: MariaDB $(installed_version) and its headers are in place"
   exit 0
 fi

@@ -43,6 +43,7 @@ mod read_cost_tests;
 
 pub use bytes::SharedBytes;
 pub use compaction::pacer::DEFAULT_COMPACTION_RATE;
+pub use db::checkpoint::{read_checkpoint_info, CheckpointInfo, CHECKPOINT_FILE};
 pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use metrics::Metrics;

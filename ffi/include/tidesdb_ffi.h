@@ -86,6 +86,18 @@ size_t tdb_engine_status(const char **out);
    the next call of this function on the same thread; returns the length. */
 size_t tdb_engine_damaged_files(const char **out);
 
+/* Checkpoint of the engine at one commit point into the new directory `path` (must
+   not exist; its parent must; hard links where on the datadir's filesystem), `note`
+   appended to its CHECKPOINT file; `*sequence` (if not NULL) gets its commit
+   sequence. A directory called `path` exists only once complete. */
+int tdb_engine_checkpoint(const char *path, const char *note, uint64_t *sequence);
+/* TDB_OK if `path` is acceptable as a checkpoint destination (absolute, no . or ..);
+   otherwise an error with tdb_last_error() saying why. */
+int tdb_checkpoint_check_path(const char *path);
+/* 1 if the directory `path` would be created in is `dir` or inside it (symlinks
+   resolved), else 0. */
+int tdb_checkpoint_in_dir(const char *path, const char *dir);
+
 /* The engine's counters since the server started (SHOW GLOBAL STATUS); those
    marked gauge are current values instead. */
 struct tdb_engine_counters {

@@ -3,6 +3,7 @@
 //! This crate is where MariaDB's world of tables, statements and connections meets the
 //! engine's world of column families and transactions:
 //!
+//! - [`checkpoint`]: engine checkpoints for backups (the SQL interface and `tidesdb-backup`);
 //! - [`catalog`]: table names (`./db/t1`) to column families, persisted in the engine
 //!   itself, so CREATE / DROP / RENAME / TRUNCATE are atomic;
 //! - [`columns`]: the definition versions of a table's stored columns (instant ALTER);
@@ -23,6 +24,7 @@
 //! never kept past the call. One exemption: `tdb_last_error` only reads this thread's
 //! last message (it cannot panic, and a guard around it would overwrite that message).
 pub mod catalog;
+pub mod checkpoint;
 pub mod columns;
 pub mod cursor;
 pub mod engine;

@@ -478,7 +478,7 @@ fn column_versions_commit_with_the_index_list_and_survive_rename_truncate_and_re
     };
     {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
-        let catalog = Catalog::open(&db).expect("catalog");
+        let catalog = Catalog::open(&db, false).expect("catalog");
         let v1 = ColumnVersions::initial(cols(&[0, 1, 2])).expect("v1");
         catalog
             .create_versioned(&db, "./d/t", 0, 1, &CfOptions::default(), Some(v1.clone()))
@@ -512,7 +512,7 @@ fn column_versions_commit_with_the_index_list_and_survive_rename_truncate_and_re
         db.close().expect("close");
     }
     let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
-    let catalog = Catalog::open(&db).expect("catalog");
+    let catalog = Catalog::open(&db, false).expect("catalog");
     let shared = catalog.open_table(&db, "./d/u").expect("open renamed");
     let v2 = shared.columns().expect("columns after reopen");
     assert_eq!(v2.current, 2);

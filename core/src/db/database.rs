@@ -137,10 +137,10 @@ struct Queue {
 }
 
 pub(crate) struct WriteState {
-    wal: Option<WalWriter>,
+    pub(super) wal: Option<WalWriter>,
     /// Highest sequence written into the current segment.
     seg_max_seq: u64,
-    last_seq: u64,
+    pub(super) last_seq: u64,
 }
 
 struct BgState {
@@ -157,12 +157,12 @@ pub(crate) struct DbInner {
     pub cfs: RwLock<BTreeMap<u64, Arc<CfInner>>>,
     ddl: Mutex<()>,
     pub visible_seq: AtomicU64,
-    write: Mutex<WriteState>,
+    pub(super) write: Mutex<WriteState>,
     stall_cv: Condvar,
     queue: Mutex<Queue>,
     queue_cv: Condvar,
     /// Closed WAL segments: (number, max seq written to it).
-    wal_segments: Mutex<Vec<(u64, u64)>>,
+    pub(super) wal_segments: Mutex<Vec<(u64, u64)>>,
     current_wal_file: Mutex<Option<Arc<File>>>,
     pub manifest: Mutex<(ManifestWriter, State)>,
     pub next_file: AtomicU64,

@@ -2,9 +2,11 @@
 //!
 //! Owns: open and recovery, the commit pipeline (group commit into the WAL
 //! and memtables), flush, background work, prepared (2PC) transactions, and
-//! the statistics read through `Db::metrics` (`database`).
+//! the statistics read through `Db::metrics` (`database`); checkpoints, a
+//! consistent image of the database at one commit point (`checkpoint`).
 //!
 //! May use: every other folder of the crate; nothing below imports `db`.
 
+pub(crate) mod checkpoint;
 pub(crate) mod database;
 mod statistics;
