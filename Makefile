@@ -3,6 +3,17 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
+# The server to build for, run and test: 10.11 (Debian 12's, the default) or 11.8
+# (Debian 13's, in a Debian 13 root under target/; scripts/setup-mariadb-11.8.sh).
+MARIADB ?= 10.11
+export MARIADB
+ifeq ($(MARIADB),11.8)
+# build.rs takes the 11.8 headers from MARIADB; a cargo target folder of its own keeps
+# the two builds from rebuilding each other.
+PLUGIN_BUILD_ENV := CARGO_TARGET_DIR=$(CURDIR)/target/build-11.8
+else ifneq ($(MARIADB),10.11)
+$(error MARIADB=$(MARIADB): supported servers are 10.11 and 11.8)
+endif
 
 .PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
 
@@ -15,10 +26,11 @@ setup:
 
 # target/plugin/ha_tidesdb.so
 plugin: setup
-	$(CARGO) build --release -p ha_tidesdb
+	$(PLUGIN_BUILD_ENV) $(CARGO) build --release -p ha_tidesdb
 	@bash scripts/link-plugin.sh
 
-# A server under var/ with TidesDB as the default engine.
+# A server under var/ with TidesDB as the default engine (MARIADB=11.8: Debian 13's
+# 11.8 in its root, under var-11.8/, port 3398).
 server: plugin
 	@bash scripts/server.sh start
 

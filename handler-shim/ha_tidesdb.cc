@@ -1466,11 +1466,11 @@ ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
   return n ? (ha_rows)n : 1;
 }
 
-double ha_tidesdb::scan_time() {
+double ha_tidesdb::scan_cost() {
   return (double)(stats.data_file_length / IO_SIZE) + (double)stats.records / 20.0 + 2;
 }
 
-double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
+double ha_tidesdb::read_cost(uint index, uint ranges, ha_rows rows) {
   if (index == table->s->primary_key) return (double)ranges + (double)rows / 20.0;
   return (double)ranges + (double)rows;
 }

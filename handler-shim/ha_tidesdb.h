@@ -203,8 +203,11 @@ public:
   int info(uint flag) override;
   ha_rows records_in_range(uint inx, const key_range *min_key, const key_range *max_key,
                            page_range *pages) override;
-  double scan_time() override;
-  double read_time(uint index, uint ranges, ha_rows rows) override;
+  /* The cost overrides of the server in use (server_compat.h) and the engine's
+     formulas behind them. */
+  TIDESDB_HANDLER_COST_API
+  double scan_cost();
+  double read_cost(uint index, uint ranges, ha_rows rows);
   int analyze(THD *thd, HA_CHECK_OPT *check_opt) override;
   int check(THD *thd, HA_CHECK_OPT *check_opt) override;
   int optimize(THD *thd, HA_CHECK_OPT *check_opt) override;
