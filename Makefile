@@ -6,8 +6,9 @@ MTR_PARALLEL ?= 2
 # The server to build for, run and test: 10.11 (Debian 12's, the default) or 11.8
 # (Debian 13's, in a Debian 13 root under target/; scripts/setup-mariadb-11.8.sh).
 MARIADB ?= 10.11
-export MARIADB
 ifeq ($(MARIADB),11.8)
+# The scripts and build.rs read it (unset means 10.11, as before the variable existed).
+export MARIADB
 # build.rs takes the 11.8 headers from MARIADB; a cargo target folder of its own keeps
 # the two builds from rebuilding each other.
 PLUGIN_BUILD_ENV := CARGO_TARGET_DIR=$(CURDIR)/target/build-11.8

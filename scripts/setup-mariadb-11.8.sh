@@ -91,6 +91,11 @@ else
   in_root apt-get install -y -qq --no-install-recommends $EXTRA
 fi
 
+if [ -z "$orig" ] && [ -n "${MARIADB_SRC_TARBALL:-}" ]; then
+  u=${chosen#*:}; u=${u%%-*}
+  echo "setup-11.8: MARIADB_SRC_TARBALL=$MARIADB_SRC_TARBALL is not the source of an offered version; for $chosen give mariadb_$u.orig.tar.* or mariadb-${u%+*}.tar.*" >&2
+  exit 3
+fi
 if [ -z "$orig" ]; then
   u=${chosen#*:}; u=${u%%-*}
   cat >&2 <<MSG
@@ -104,7 +109,8 @@ MSG
   exit 3
 fi
 rm -rf "$SRC_DIR/tree"; mkdir -p "$SRC_DIR/tree"
-top=$(tar -tf "$orig" | head -n1 | cut -d/ -f1)
+# (the listing stops at its first line: tar's SIGPIPE is expected)
+top=$( (tar -tf "$orig" || true) | head -n1 | cut -d/ -f1)
 # sql/ (handler.h, sql_class.h, vector_mhnsw.h ...), wsrep-lib (Debian builds WITH_WSREP).
 tar -xf "$orig" -C "$SRC_DIR/tree" --strip-components=1 \
   "$top/include" "$top/sql" "$top/wsrep-lib/include" "$top/wsrep-lib/wsrep-API/v26" \
