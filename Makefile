@@ -16,7 +16,7 @@ else ifneq ($(MARIADB),10.11)
 $(error MARIADB=$(MARIADB): supported servers are 10.11 and 11.8)
 endif
 
-.PHONY: test-11.8 stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
+.PHONY: test-11.8 test-shim-compat stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -59,8 +59,16 @@ test-conformance: plugin
 test-diskfull: plugin
 	@bash scripts/test-diskfull.sh
 
+# handler-shim/server_compat.h's handlerton adapter on the slot shapes of 10.11 and
+# 11.8 (1 s, no server).
+test-shim-compat:
+	@mkdir -p target
+	g++ -std=c++17 -Wall -Wextra -Werror -Ihandler-shim -I/usr/include/mariadb/server \
+	  handler-shim/tests/server_compat_test.cc -o target/server_compat_test
+	target/server_compat_test
+
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull
+test: lint test-rust test-shim-compat test-mtr test-conformance test-diskfull
 
 # The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
 # plugin build in target/plugin-11.8; see README, Supported servers).
