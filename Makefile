@@ -61,7 +61,7 @@ test-diskfull: plugin
 
 # handler-shim/server_compat.h's handlerton adapter on the slot shapes of 10.11 and
 # 11.8 (1 s, no server).
-test-shim-compat:
+test-shim-compat: setup
 	@mkdir -p target
 	g++ -std=c++17 -Wall -Wextra -Werror -Ihandler-shim -I/usr/include/mariadb/server \
 	  handler-shim/tests/server_compat_test.cc -o target/server_compat_test
