@@ -115,7 +115,7 @@ public:
   /* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
      InnoDB and MyRocks, so tools that look for ordered indexes find them. */
   const char *index_type(uint idx) override {
-    return table_share && idx < table_share->keys && (table_share->key_info[idx].flags & HA_SPATIAL)
+    return table_share && idx < table_share->keys && tidesdb_compat::key_is_spatial(&table_share->key_info[idx])
                ? "SPATIAL"
                : "BTREE";
   }

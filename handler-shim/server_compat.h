@@ -21,6 +21,12 @@
      ha_tidesdb.cc (scan_cost() / read_cost()); TIDESDB_HANDLER_COST_API declares the
      overrides of the server in use, TIDESDB_INIT_OPTIMIZER_COSTS sets the 11.x
      engine constants.
+
+  3. Keys and names. 11.x says a key is SPATIAL or FULLTEXT by its algorithm
+     (HA_KEY_ALG_RTREE / HA_KEY_ALG_FULLTEXT; the HA_SPATIAL and HA_FULLTEXT flags are
+     gone), compares identifiers with CHARSET_INFO::streq (my_strcasecmp is gone) and
+     names ALTER's dropped objects with Lex_ident_column instead of const char *:
+     key_is_spatial(), key_is_fulltext(), ident_eq() and c_str() say each once.
 */
 #ifndef TIDESDB_SERVER_COMPAT_H
 #define TIDESDB_SERVER_COMPAT_H
@@ -51,6 +57,25 @@ template <auto Fn, typename R, typename... Args>
 struct hton_callback<Fn, R (*)(handlerton *, Args...)> {
   static R call(handlerton *, Args... args) { return Fn(args...); }
 };
+
+/* A name as a C string: 10.11's const char * or 11.x's LEX_CSTRING-based idents. */
+inline const char *c_str(const char *s) { return s; }
+inline const char *c_str(const LEX_CSTRING &s) { return s.str; }
+
+#if MYSQL_VERSION_ID >= 110000
+inline bool key_is_spatial(const KEY *key) { return key->algorithm == HA_KEY_ALG_RTREE; }
+inline bool key_is_fulltext(const KEY *key) { return key->algorithm == HA_KEY_ALG_FULLTEXT; }
+/* Identifiers (columns, keys) are equal as the server compares them. */
+inline bool ident_eq(const char *a, const char *b) {
+  return system_charset_info->streq(LEX_CSTRING{a, strlen(a)}, LEX_CSTRING{b, strlen(b)});
+}
+#else
+inline bool key_is_spatial(const KEY *key) { return key->flags & HA_SPATIAL; }
+inline bool key_is_fulltext(const KEY *key) { return key->flags & HA_FULLTEXT; }
+inline bool ident_eq(const char *a, const char *b) {
+  return !my_strcasecmp(system_charset_info, a, b);
+}
+#endif
 
 }  // namespace tidesdb_compat
 
