@@ -58,6 +58,7 @@ struct hton_callback<Fn, R (*)(handlerton *, Args...)> {
   static R call(handlerton *, Args... args) { return Fn(args...); }
 };
 
+#ifndef TIDESDB_COMPAT_ADAPTER_ONLY /* (the adapter's unit test has no server types) */
 /* A name as a C string: 10.11's const char * or 11.x's LEX_CSTRING-based idents. */
 inline const char *c_str(const char *s) { return s; }
 inline const char *c_str(const LEX_CSTRING &s) { return s.str; }
@@ -75,6 +76,7 @@ inline bool key_is_fulltext(const KEY *key) { return key->flags & HA_FULLTEXT; }
 inline bool ident_eq(const char *a, const char *b) {
   return !my_strcasecmp(system_charset_info, a, b);
 }
+#endif
 #endif
 
 }  // namespace tidesdb_compat

@@ -12,6 +12,7 @@
 
 struct handlerton;
 struct THD;
+#define TIDESDB_COMPAT_ADAPTER_ONLY 1
 #include "server_compat.h"
 
 namespace {
