@@ -46,6 +46,8 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v debootstrap >/dev/null; then apt-get install -y -qq debootstrap >/dev/null; fi
+# (the pool download: curl)
+if ! command -v curl >/dev/null; then apt-get install -y -qq curl >/dev/null; fi
 if [ ! -x "$CHROOT/usr/bin/apt-get" ] || [ ! -f "$CHROOT/.debootstrap-done" ]; then
   rm -rf "$CHROOT"; mkdir -p "$(dirname "$CHROOT")"
   echo "setup-11.8: debootstrap trixie into $CHROOT"
