@@ -3,8 +3,25 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
+# The server to build for, run and test: 10.11 (Debian 12's, the default) or 11.8
+# (Debian 13's, in a Debian 13 root under target/; scripts/setup-mariadb-11.8.sh).
+MARIADB ?= 10.11
+ifeq ($(MARIADB),11.8)
+# The scripts and build.rs read it (unset means 10.11, as before the variable existed).
+export MARIADB
+# build.rs takes the 11.8 headers from MARIADB; a cargo target folder of its own keeps
+# the two builds from rebuilding each other.
+PLUGIN_BUILD_ENV := CARGO_TARGET_DIR=$(CURDIR)/target/build-11.8
+PLUGIN_OUT := target/plugin-11.8
+RUST_OUT := target/build-11.8/release
+else ifneq ($(MARIADB),10.11)
+$(error MARIADB=$(MARIADB): supported servers are 10.11 and 11.8)
+else
+PLUGIN_OUT := target/plugin
+RUST_OUT := target/release
+endif
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -15,11 +32,12 @@ setup:
 
 # target/plugin/ha_tidesdb.so and target/plugin/tidesdb-backup (tools/backup)
 plugin: setup
-	$(CARGO) build --release -p ha_tidesdb -p tidesdb-backup
+	$(PLUGIN_BUILD_ENV) $(CARGO) build --release -p ha_tidesdb -p tidesdb-backup
 	@bash scripts/link-plugin.sh
-	@install -m 0755 target/release/tidesdb-backup target/plugin/tidesdb-backup
+	@install -m 0755 $(RUST_OUT)/tidesdb-backup $(PLUGIN_OUT)/tidesdb-backup
 
-# A server under var/ with TidesDB as the default engine.
+# A server under var/ with TidesDB as the default engine (MARIADB=11.8: Debian 13's
+# 11.8 in its root, under var-11.8/, port 3398).
 server: plugin
 	@bash scripts/server.sh start
 
@@ -77,7 +95,20 @@ test-backup: plugin
 	python3 scripts/test-backup.py $(TEST_BACKUP_ARGS)
 
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull test-backup test-stress-crash test-force-recovery test-deb test-docker
+test: lint test-rust test-shim-compat test-mtr test-conformance test-diskfull test-backup test-stress-crash test-force-recovery test-deb test-docker
+
+# handler-shim/server_compat.h's handlerton adapter on the slot shapes of 10.11 and
+# 11.8 (1 s, no server).
+test-shim-compat: setup
+	@mkdir -p target
+	g++ -std=c++17 -Wall -Wextra -Werror -Ihandler-shim -I/usr/include/mariadb/server \
+	  handler-shim/tests/server_compat_test.cc -o target/server_compat_test
+	target/server_compat_test
+
+# The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
+# plugin build in target/plugin-11.8; see README, Supported servers).
+test-11.8:
+	$(MAKE) MARIADB=11.8 test-mtr test-conformance
 
 clean:
 	$(CARGO) clean

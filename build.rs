@@ -8,6 +8,11 @@
 //! headers (`my_config.h`, `mysql_version.h`, ...) come from `$MARIADB_SERVER_INCLUDE`,
 //! default `/usr/include/mariadb/server` (Debian's libmariadbd-dev).
 //!
+//! `MARIADB=11.8` (the Makefile's variable) changes both defaults to the Debian 13 root
+//! that `scripts/setup-mariadb-11.8.sh` makes: `target/mariadb-src-11.8/tree` and
+//! `target/mariadb-src-11.8/server-include`. The shim learns which server it is built
+//! for from those headers alone (`MYSQL_VERSION_ID`, in `handler-shim/server_compat.h`).
+//!
 //! Debian builds the server WITH_WSREP (Galera), which changes THD's layout and makes
 //! `sql_class.h` include wsrep-lib's headers: they are extracted too, so the shim sees
 //! exactly the structures of the server it is loaded into.
@@ -18,15 +23,30 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-env-changed=MARIADB_SRC_DIR");
     println!("cargo:rerun-if-env-changed=MARIADB_SERVER_INCLUDE");
+    println!("cargo:rerun-if-env-changed=MARIADB");
     println!("cargo:rerun-if-changed=handler-shim");
 
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let series = env::var("MARIADB").unwrap_or_else(|_| "10.11".to_string());
+    let (default_src, default_include) = match series.as_str() {
+        "10.11" => (
+            manifest_dir.join("target/mariadb-src/tree"),
+            PathBuf::from("/usr/include/mariadb/server"),
+        ),
+        "11.8" => (
+            manifest_dir.join("target/mariadb-src-11.8/tree"),
+            manifest_dir.join("target/mariadb-src-11.8/server-include"),
+        ),
+        other => fail(&format!(
+            "MARIADB={other}: the supported servers are 10.11 and 11.8 (README, Supported servers)"
+        )),
+    };
     let src_dir = env::var_os("MARIADB_SRC_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir.join("target/mariadb-src/tree"));
+        .unwrap_or(default_src);
     let server_include = env::var_os("MARIADB_SERVER_INCLUDE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/include/mariadb/server"));
+        .unwrap_or(default_include);
 
     let installed = read_installed_version(&server_include);
     let source = read_source_version(&src_dir);
@@ -38,6 +58,19 @@ fn main() {
              packages and headers.",
             src_dir.display(),
             server_include.display()
+        ));
+    }
+    if !(source.starts_with("10.11.") || source.starts_with("11.8.")) {
+        fail(&format!(
+            "the MariaDB headers in {} are version {source}; this plugin supports the 10.11 \
+             and 11.8 series (handler-shim/server_compat.h holds their differences)",
+            src_dir.display()
+        ));
+    }
+    if !source.starts_with(&format!("{series}.")) {
+        fail(&format!(
+            "MARIADB={series} but the headers in {} are MariaDB {source}",
+            src_dir.display()
         ));
     }
     println!(

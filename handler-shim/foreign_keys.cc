@@ -130,7 +130,7 @@ std::string type_sig(const Field *f) {
 
 Field *field_by_name(TABLE *table, const char *name) {
   for (Field **fp = table->field; *fp; fp++)
-    if (!my_strcasecmp(system_charset_info, (*fp)->field_name.str, name)) return *fp;
+    if (tidesdb_compat::ident_eq((*fp)->field_name.str, name)) return *fp;
   return nullptr;
 }
 
@@ -318,7 +318,7 @@ int tidesdb::fk_define(THD *thd, const char *name, bool in_place) {
   }
   std::vector<const char *> drop;
   for (const Alter_drop &d : lex->alter_info.drop_list)
-    if (d.type == Alter_drop::FOREIGN_KEY) drop.push_back(d.name);
+    if (d.type == Alter_drop::FOREIGN_KEY) drop.push_back(tidesdb_compat::c_str(d.name));
   /* Always asked, even with nothing to add: entries left under this name by an
      earlier table are replaced (the engine skips the write when there are none). */
   int st = tdb_fk_define(name, display.c_str(), inherit_from, drop.data(), (uint32_t)drop.size(),

@@ -1535,11 +1535,11 @@ ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
 }
 
 /* Costs as InnoDB's: cost_model.h. */
-double ha_tidesdb::scan_time() {
+double ha_tidesdb::scan_cost() {
   return cost::scan_time(cost::table_pages(stats.data_file_length));
 }
 
-double ha_tidesdb::read_time(uint index, uint ranges, ha_rows rows) {
+double ha_tidesdb::read_cost(uint index, uint ranges, ha_rows rows) {
   if (index != table->s->primary_key) return cost::secondary_read_time(ranges, (double)rows);
   return cost::primary_read_time(ranges, (double)rows, (double)estimate_rows_upper_bound(),
                                  cost::table_pages(stats.data_file_length));

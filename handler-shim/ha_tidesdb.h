@@ -117,8 +117,10 @@ public:
      InnoDB and MyRocks, so tools that look for ordered indexes find them. */
   const char *index_type(uint idx) override {
     if (!table_share || idx >= table_share->keys) return "BTREE";
-    ulong flags = table_share->key_info[idx].flags;
-    return flags & HA_SPATIAL ? "SPATIAL" : flags & HA_FULLTEXT ? "FULLTEXT" : "BTREE";
+    const KEY *key = &table_share->key_info[idx];
+    return tidesdb_compat::key_is_spatial(key)    ? "SPATIAL"
+           : tidesdb_compat::key_is_fulltext(key) ? "FULLTEXT"
+                                                  : "BTREE";
   }
   ulonglong table_flags() const override;
   bool unique_keys_reordered() const;
@@ -204,8 +206,11 @@ public:
   int info(uint flag) override;
   ha_rows records_in_range(uint inx, const key_range *min_key, const key_range *max_key,
                            page_range *pages) override;
-  double scan_time() override;
-  double read_time(uint index, uint ranges, ha_rows rows) override;
+  /* The cost overrides of the server in use (server_compat.h) and the engine's
+     formulas behind them. */
+  TIDESDB_HANDLER_COST_API
+  double scan_cost();
+  double read_cost(uint index, uint ranges, ha_rows rows);
   int analyze(THD *thd, HA_CHECK_OPT *check_opt) override;
   int check(THD *thd, HA_CHECK_OPT *check_opt) override;
   int optimize(THD *thd, HA_CHECK_OPT *check_opt) override;

@@ -422,7 +422,7 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
   }
   for (uint i = 0; i < ha_alter_info->index_add_count; i++) {
     const KEY *key = &ha_alter_info->key_info_buffer[ha_alter_info->index_add_buffer[i]];
-    if (key->flags & (HA_FULLTEXT | HA_SPATIAL) || key->algorithm == HA_KEY_ALG_LONG_HASH ||
+    if (tidesdb_compat::key_is_fulltext(key) || tidesdb_compat::key_is_spatial(key) || key->algorithm == HA_KEY_ALG_LONG_HASH ||
         key_has_virtual_part(key)) {
       ha_alter_info->unsupported_reason =
           "TidesDB builds in place only ordinary indexes on stored columns";
@@ -446,7 +446,7 @@ static uint old_key_of(TABLE *table, Alter_inplace_info *info, const KEY *new_ke
     const KEY *old = &table->key_info[k];
     bool dropped = false;
     for (uint d = 0; d < info->index_drop_count; d++) dropped |= info->index_drop_buffer[d] == old;
-    if (!dropped && !my_strcasecmp(system_charset_info, old->name.str, new_key->name.str))
+    if (!dropped && tidesdb_compat::ident_eq(old->name.str, new_key->name.str))
       return k;
   }
   return MAX_KEY;
@@ -881,8 +881,7 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
   /* Constraints name columns and find their indexes through the recorded keys. */
   if (ha_alter_info->handler_flags & ALTER_COLUMN_NAME) {
     for (const Create_field &cf : ha_alter_info->alter_info->create_list) {
-      if (!cf.field || !my_strcasecmp(system_charset_info, cf.field->field_name.str,
-                                      cf.field_name.str))
+      if (!cf.field || tidesdb_compat::ident_eq(cf.field->field_name.str, cf.field_name.str))
         continue;
       if ((st = tdb_fk_rename_column(m_name.c_str(), cf.field->field_name.str,
                                      cf.field_name.str))) {

@@ -62,7 +62,8 @@ uint ext_pk_parts(const TABLE *table, const KEY *key, uint n_ext) {
   uint pk_nr = table->s->primary_key;
   uint user = key->user_defined_key_parts;
   if (n_ext == 0 || pk_nr >= MAX_KEY || key == &table->key_info[pk_nr] ||
-      key->ext_key_parts <= user || (key->flags & (HA_NOSAME | HA_SPATIAL | HA_FULLTEXT)) ||
+      key->ext_key_parts <= user || (key->flags & HA_NOSAME) ||
+      tidesdb_compat::key_is_spatial(key) || tidesdb_compat::key_is_fulltext(key) ||
       key->algorithm == HA_KEY_ALG_LONG_HASH)
     return 0;
   const KEY *pk = &table->key_info[pk_nr];

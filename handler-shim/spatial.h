@@ -22,7 +22,7 @@ namespace tidesdb {
 /* Bytes of an MBR image (the key image of a SPATIAL key part). */
 static const uint SPATIAL_MBR_LEN = 4 * sizeof(double);
 
-inline bool is_spatial(const KEY *key) { return key->flags & HA_SPATIAL; }
+inline bool is_spatial(const KEY *key) { return tidesdb_compat::key_is_spatial(key); }
 
 /* The MBR of the geometry of the SPATIAL key's column in rec. */
 void spatial_mbr_of_record(const KEY *key, const uchar *rec, double mbr[4]);

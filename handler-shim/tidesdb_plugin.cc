@@ -287,7 +287,7 @@ static void raise_disk_full() {
                   ENGINE_DIR_NAME, ENOSPC);
 }
 
-static int tidesdb_commit(handlerton *, THD *thd, bool all) {
+static int tidesdb_commit(THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx) return 0;
   int st = ends_transaction(thd, all) ? tdb_trx_commit(trx) : tdb_trx_stmt_commit(trx);
@@ -304,7 +304,7 @@ static int tidesdb_commit(handlerton *, THD *thd, bool all) {
   return 0;
 }
 
-static int tidesdb_rollback(handlerton *, THD *thd, bool all) {
+static int tidesdb_rollback(THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx) return 0;
   int st = ends_transaction(thd, all) ? tdb_trx_rollback(trx) : tdb_trx_stmt_rollback(trx);
@@ -338,7 +338,7 @@ static bool xid_from_bytes(const uint8_t *p, size_t len, XID *xid) {
 
 /* prepare(all): the end of the transaction (COMMIT with the binlog, XA PREPARE)
    or, with all=false in autocommit, of the statement that is the transaction. */
-static int tidesdb_prepare(handlerton *, THD *thd, bool all) {
+static int tidesdb_prepare(THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx || !tdb_trx_is_active(trx) || !ends_transaction(thd, all)) return 0;
   XID xid;
@@ -365,7 +365,7 @@ static void collect_xid(void *ctx, const uint8_t *xid, size_t len) {
   if (r->n < r->len && xid_from_bytes(xid, len, &r->list[r->n])) r->n++;
 }
 
-static int tidesdb_recover(handlerton *, XID *xid_list, uint len) {
+static int tidesdb_recover(XID *xid_list, uint len) {
   Recovered_xids r = {xid_list, len, 0};
   tdb_xa_recover(collect_xid, &r);
   return (int)r.n;
@@ -380,17 +380,17 @@ static int xa_result(int st) {
   return st ? TDB_XAER_RMERR : TDB_XA_OK;
 }
 
-static int tidesdb_commit_by_xid(handlerton *, XID *xid) {
+static int tidesdb_commit_by_xid(XID *xid) {
   std::string b = xid_bytes(*xid);
   return xa_result(tdb_xa_commit((const uint8_t *)b.data(), b.size()));
 }
 
-static int tidesdb_rollback_by_xid(handlerton *, XID *xid) {
+static int tidesdb_rollback_by_xid(XID *xid) {
   std::string b = xid_bytes(*xid);
   return xa_result(tdb_xa_rollback((const uint8_t *)b.data(), b.size()));
 }
 
-static int tidesdb_savepoint_set(handlerton *, THD *thd, void *sv) {
+static int tidesdb_savepoint_set(THD *thd, void *sv) {
   tdb_trx *trx = get_trx(thd, true);
   uint64_t id = 0;
   int st = tdb_trx_savepoint_set(trx, &id);
@@ -405,38 +405,38 @@ static uint64_t savepoint_id(const void *sv) {
   return id;
 }
 
-static int tidesdb_savepoint_rollback(handlerton *, THD *thd, void *sv) {
+static int tidesdb_savepoint_rollback(THD *thd, void *sv) {
   int st = tdb_trx_savepoint_rollback(get_trx(thd, true), savepoint_id(sv));
   return st ? to_ha_error(st, thd) : 0;
 }
 
-static int tidesdb_savepoint_release(handlerton *, THD *thd, void *sv) {
+static int tidesdb_savepoint_release(THD *thd, void *sv) {
   int st = tdb_trx_savepoint_release(get_trx(thd, true), savepoint_id(sv));
   return st ? to_ha_error(st, thd) : 0;
 }
 
-static bool tidesdb_savepoint_can_release_mdl(handlerton *, THD *) { return true; }
+static bool tidesdb_savepoint_can_release_mdl(THD *) { return true; }
 
-static int tidesdb_close_connection(handlerton *hton, THD *thd) {
+static int tidesdb_close_connection(THD *thd) {
   tdb_trx *trx = get_trx(thd, false);
   if (trx) {
     tdb_trx_free(trx);
-    thd_set_ha_data(thd, hton, NULL);
+    thd_set_ha_data(thd, tidesdb_hton, NULL);
   }
   return 0;
 }
 
 /* KILL QUERY: wake the connection's lock wait. */
-static void tidesdb_kill_query(handlerton *, THD *thd, enum thd_kill_levels) {
+static void tidesdb_kill_query(THD *thd, enum thd_kill_levels) {
   if (tdb_trx *trx = get_trx(thd, false)) tdb_trx_cancel(trx);
 }
 
-static int tidesdb_start_consistent_snapshot(handlerton *hton, THD *thd) {
+static int tidesdb_start_consistent_snapshot(THD *thd) {
   tdb_trx *trx = get_trx(thd, true);
   if (!trx) return 1;
   if (int st = tdb_trx_begin(trx, isolation_of(thd))) return to_ha_error(st, thd);
   if (int st = tdb_trx_snapshot(trx)) return to_ha_error(st, thd);
-  trans_register_ha(thd, true, hton, 0);
+  trans_register_ha(thd, true, tidesdb_hton, 0);
   return 0;
 }
 
@@ -446,13 +446,13 @@ static handler *tidesdb_create_handler(handlerton *hton, TABLE_SHARE *share, MEM
   return new (root) ha_tidesdb(hton, share);
 }
 
-static void tidesdb_drop_database(handlerton *, char *path) {
+static void tidesdb_drop_database(char *path) {
   if (int st = tdb_database_drop(path))
     sql_print_error("TidesDB: dropping the tables of %s failed: %s (status %d)", path,
                     tdb_last_error(), st);
 }
 
-static bool tidesdb_show_status(handlerton *, THD *thd, stat_print_fn *print,
+static bool tidesdb_show_status(THD *thd, stat_print_fn *print,
                                 enum ha_stat_type stat) {
   if (stat != HA_ENGINE_STATUS) return false;
   const char *text = nullptr;
@@ -461,14 +461,14 @@ static bool tidesdb_show_status(handlerton *, THD *thd, stat_print_fn *print,
   return print(thd, "TIDESDB", 7, "", 0, text, (uint)len);
 }
 
-static int tidesdb_panic(handlerton *, enum ha_panic_function) { return 0; }
+static int tidesdb_panic(enum ha_panic_function) { return 0; }
 
 /* DDL recovery after a crash in an in-place ALTER TABLE whose new .frm was written:
    0 (use the new definition) if the engine's stored definition is no longer the one
    the ALTER started from (create_id = handler::table_version() after the prepare),
    i.e. tdb_index_build_commit committed; otherwise the old .frm stays, matching the
    engine's catalog (an ADD INDEX killed while building). */
-static int tidesdb_check_version(handlerton *, const char *path, const LEX_CUSTRING *,
+static int tidesdb_check_version(const char *path, const LEX_CUSTRING *,
                                  ulonglong create_id) {
   uint64_t now = 0;
   if (tdb_table_version_by_name(path, &now)) return 1;
@@ -524,28 +524,29 @@ static int tidesdb_init(void *p) {
      order, ranges and refs go on into the primary key. key_codec.h (Extended keys)
      maps such key images to the stored key's prefixes. */
   h->flags = HTON_SUPPORTS_EXTENDED_KEYS;
-  h->commit = tidesdb_commit;
-  h->rollback = tidesdb_rollback;
-  h->prepare = tidesdb_prepare;
-  h->recover = tidesdb_recover;
-  h->commit_by_xid = tidesdb_commit_by_xid;
-  h->rollback_by_xid = tidesdb_rollback_by_xid;
+  TIDESDB_HTON_SET(h, commit, tidesdb_commit);
+  TIDESDB_HTON_SET(h, rollback, tidesdb_rollback);
+  TIDESDB_HTON_SET(h, prepare, tidesdb_prepare);
+  TIDESDB_HTON_SET(h, recover, tidesdb_recover);
+  TIDESDB_HTON_SET(h, commit_by_xid, tidesdb_commit_by_xid);
+  TIDESDB_HTON_SET(h, rollback_by_xid, tidesdb_rollback_by_xid);
   h->savepoint_offset = sizeof(uint64_t);
-  h->savepoint_set = tidesdb_savepoint_set;
-  h->savepoint_rollback = tidesdb_savepoint_rollback;
-  h->savepoint_release = tidesdb_savepoint_release;
-  h->savepoint_rollback_can_release_mdl = tidesdb_savepoint_can_release_mdl;
-  h->close_connection = tidesdb_close_connection;
-  h->start_consistent_snapshot = tidesdb_start_consistent_snapshot;
-  h->kill_query = tidesdb_kill_query;
-  h->drop_database = tidesdb_drop_database;
-  h->show_status = tidesdb_show_status;
-  h->panic = tidesdb_panic;
-  h->check_version = tidesdb_check_version;
+  TIDESDB_HTON_SET(h, savepoint_set, tidesdb_savepoint_set);
+  TIDESDB_HTON_SET(h, savepoint_rollback, tidesdb_savepoint_rollback);
+  TIDESDB_HTON_SET(h, savepoint_release, tidesdb_savepoint_release);
+  TIDESDB_HTON_SET(h, savepoint_rollback_can_release_mdl, tidesdb_savepoint_can_release_mdl);
+  TIDESDB_HTON_SET(h, close_connection, tidesdb_close_connection);
+  TIDESDB_HTON_SET(h, start_consistent_snapshot, tidesdb_start_consistent_snapshot);
+  TIDESDB_HTON_SET(h, kill_query, tidesdb_kill_query);
+  TIDESDB_HTON_SET(h, drop_database, tidesdb_drop_database);
+  TIDESDB_HTON_SET(h, show_status, tidesdb_show_status);
+  TIDESDB_HTON_SET(h, panic, tidesdb_panic);
+  TIDESDB_HTON_SET(h, check_version, tidesdb_check_version);
   h->prepare_for_backup = tidesdb::prepare_for_backup;
   h->end_backup = tidesdb::end_backup;
   h->tablefile_extensions = hton_no_exts;
   h->table_options = tidesdb::table_option_list;
+  TIDESDB_INIT_OPTIMIZER_COSTS(h);
   return 0;
 }
 

@@ -15,5 +15,6 @@
 #include "sql_plugin.h"
 #include "sql_lex.h"
 #include <mysql/plugin.h>
+#include "server_compat.h"
 
 #endif

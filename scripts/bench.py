@@ -1245,12 +1245,18 @@ def main():
     if a.port == 3399:
         sys.exit("port 3399 belongs to `make server`; pick another")
     P = PROFILES[a.profile]
-    run = a.run or a.profile
+    # The server: MARIADB (the Makefile's variable; scripts/server.sh runs 11.8 in its
+    # Debian 13 root), its own plugin build and run folder.
+    series = os.environ.get("MARIADB", "10.11")
+    if series not in SERVER_SUFFIX:
+        sys.exit("MARIADB=%s: supported servers are %s" % (series, ", ".join(SERVER_SUFFIX)))
+    sfx = SERVER_SUFFIX[series]
+    run = a.run or a.profile + sfx
     run_dir = os.path.join(ROOT, "target", "bench", run)
     var = os.path.join(run_dir, "var")
-    plugin_src = a.plugin or os.path.join(ROOT, "target", "plugin", "ha_tidesdb.so")
+    plugin_src = a.plugin or os.path.join(ROOT, "target", "plugin" + sfx, "ha_tidesdb.so")
     if not os.path.exists(plugin_src):
-        sys.exit("build the plugin first: make plugin")
+        sys.exit("build the plugin first: make plugin%s" % (" MARIADB=" + series if sfx else ""))
     srv = Server(var, a.port)
     if os.path.exists(var):
         srv.stop()
@@ -1262,7 +1268,7 @@ def main():
     extra = BASE_CNF + (DIRECT_CNF if a.direct_io else "")
     srv.env["TIDESDB_EXTRA_CNF"] = extra
     srv.env["TIDESDB_PLUGIN"] = plugin
-    out = dict(profile_name=a.profile, run=run, profile=P, port=a.port,
+    out = dict(profile_name=a.profile, run=run, profile=P, port=a.port, mariadb=series,
                started=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), commit=git_rev(),
                plugin_sha256=hashlib.sha256(open(plugin, "rb").read()).hexdigest(),
                machine=machine_info(), extra_cnf=extra, direct_io=a.direct_io, seed=SEED)
@@ -1313,16 +1319,21 @@ def main():
     render(out, run_dir, a.docs)
 
 
+SERVER_SUFFIX = {"10.11": "", "11.8": "-11.8"}
+
+
 def render(out, run_dir, docs):
     made = charts(out, run_dir)
     write_markdown(out, os.path.join(run_dir, "BENCHMARKS.md"), ".", made, run_dir)
     if docs:
-        dd = os.path.join(ROOT, "docs", "bench")
+        # 10.11 (the default) owns docs/BENCHMARKS.md; another server gets its own page.
+        sfx = SERVER_SUFFIX.get(out.get("mariadb", "10.11"), "")
+        dd = os.path.join(ROOT, "docs", "bench" + sfx)
         os.makedirs(dd, exist_ok=True)
         for ch in made:
             shutil.copyfile(os.path.join(run_dir, ch), os.path.join(dd, ch))
-        write_markdown(out, os.path.join(ROOT, "docs", "BENCHMARKS.md"), "bench", made, run_dir)
-        log("wrote docs/BENCHMARKS.md and docs/bench/")
+        write_markdown(out, os.path.join(ROOT, "docs", "BENCHMARKS%s.md" % sfx), "bench" + sfx, made, run_dir)
+        log("wrote docs/BENCHMARKS%s.md and docs/bench%s/" % (sfx, sfx))
     summary(out)
     log("results: %s/results.json, results.csv (%.0f s in all)" % (os.path.relpath(run_dir, ROOT), out["elapsed_s"]))
 

@@ -7,22 +7,34 @@
 # private mtr root (never into the installed tree), and then runs our overlay
 # (mysql-test/storage_engine: define_engine.inc, options, .rdiff files for deliberate
 # differences, disabled.def) against them. Prints "N passed, N failed" last.
+#
+# MARIADB=11.8: the same inside the Debian 13 root, with its suite and InnoDB
+# (scripts/mtr.sh says how); outputs and vardirs get an -11.8 suffix.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-R=$ROOT/target/mtr-root-conformance
-OUT=$ROOT/target/conformance
+case "${MARIADB:-10.11}" in
+  10.11) SFX=; INSTALLED=/usr/share/mysql/mysql-test; MT_REL=share/mysql/mysql-test ;;
+  11.8)  SFX=-11.8; INSTALLED=/usr/share/mariadb/mariadb-test; MT_REL=share/mariadb/mariadb-test
+         if [ -z "${TIDESDB_IN_DEBIAN13:-}" ]; then
+           exec "$ROOT/scripts/debian13-run.sh" MARIADB=11.8 TIDESDB_IN_DEBIAN13=1 \
+             MTR_PARALLEL="${MTR_PARALLEL:-2}" /bin/bash "$ROOT/scripts/conformance.sh" "$@"
+         fi ;;
+  *) echo "conformance: MARIADB=$MARIADB is not a supported server (10.11, 11.8)" >&2; exit 2 ;;
+esac
+R=$ROOT/target/mtr-root-conformance$SFX
+OUT=$ROOT/target/conformance$SFX
 PARALLEL=${MTR_PARALLEL:-2}
 mkdir -p "$OUT"
 
 MTR_ROOT=$R MTR_PREPARE_ONLY=1 bash "$ROOT/scripts/mtr.sh"
-MT=$R/share/mysql/mysql-test
+MT=$R/$MT_REL
 BASE=$MT/suite/storage_engine
-INNO=/usr/share/mysql/mysql-test/plugin/innobase/storage_engine
+INNO=$INSTALLED/plugin/innobase/storage_engine
 
 # The scratch base suite is InnoDB's: its define_engine.inc and options, and the
 # tests InnoDB's own overlay disables (no baseline exists for those).
 rm -rf "$BASE"
-cp -r /usr/share/mysql/mysql-test/suite/storage_engine "$BASE"
+cp -r "$INSTALLED/suite/storage_engine" "$BASE"
 cp "$INNO/define_engine.inc" "$BASE/define_engine.inc"
 cp "$INNO/suite.opt" "$BASE/suite.opt"
 for sub in parts trx; do
@@ -44,12 +56,12 @@ mtr() {
 }
 
 echo "conformance: recording InnoDB's results for ${#tests[@]} tests (log: $OUT/innodb.log)"
-mtr --vardir="$ROOT/target/mtr-var-conf-innodb" --record "${tests[@]}" > "$OUT/innodb.log" 2>&1 || true
+mtr --vardir="$ROOT/target/mtr-var-conf-innodb$SFX" --record "${tests[@]}" > "$OUT/innodb.log" 2>&1 || true
 grep -E '^Completed|were successful|Failed' "$OUT/innodb.log" | tail -n 2 || true
 
 echo "conformance: running TidesDB against them (log: $OUT/tidesdb.log)"
 status=0
-mtr --vardir="$ROOT/target/mtr-var-conf-tidesdb" \
+mtr --vardir="$ROOT/target/mtr-var-conf-tidesdb$SFX" \
   --suite=storage_engine-tidesdb,storage_engine/parts-tidesdb,storage_engine/trx-tidesdb \
   > "$OUT/tidesdb.log" 2>&1 || status=$?
 # mtr leaves the results it patched with our .rdiff files next to them.

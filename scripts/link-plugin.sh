@@ -2,12 +2,37 @@
 # Links target/plugin/ha_tidesdb.so from the static library cargo built (the Rust
 # engine with the C++ shim bundled in), then checks what it exports.
 # Why a separate g++ link: docs/ARCHITECTURE.md, "Build chain".
+# MARIADB=11.8: the build of target/build-11.8 into target/plugin-11.8/, with Debian
+# 13's libmysqlservices.a from its root.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-LIB=${1:-$ROOT/target/release/libha_tidesdb.a}
-OUT=$ROOT/target/plugin/ha_tidesdb.so
+case "${MARIADB:-10.11}" in
+  10.11)
+    LIB=${1:-$ROOT/target/release/libha_tidesdb.a}
+    OUT=$ROOT/target/plugin/ha_tidesdb.so
+    SERVICES_DIR=/usr/lib/x86_64-linux-gnu
+    HEADERS=/usr/include/mariadb/server
+    DPKG_ADMIN=/var/lib/dpkg ;;
+  11.8)
+    D13=${DEBIAN13_ROOT:-$ROOT/target/debian13-root}
+    LIB=${1:-$ROOT/target/build-11.8/release/libha_tidesdb.a}
+    OUT=$ROOT/target/plugin-11.8/ha_tidesdb.so
+    SERVICES_DIR=$D13/usr/lib/x86_64-linux-gnu
+    HEADERS=$ROOT/target/mariadb-src-11.8/server-include
+    DPKG_ADMIN=$D13/var/lib/dpkg ;;
+  *) echo "link-plugin: MARIADB=$MARIADB is not a supported server (10.11, 11.8)" >&2; exit 2 ;;
+esac
+# The server loads a storage engine only if built for its exact version: say so now,
+# not at the server's refused load.
+built_for=$(sed -n 's/^#define MYSQL_SERVER_VERSION[[:space:]]*"\([0-9.]*\).*/\1/p' "$HEADERS/mysql_version.h")
+server=$(dpkg-query --admindir="$DPKG_ADMIN" -W -f='${Version}' mariadb-server-core 2>/dev/null || true)
+server=${server#*:}; server=${server%%[-+]*}
+if [ "$built_for" != "$server" ]; then
+  echo "link-plugin: the headers are MariaDB $built_for but the installed server (mariadb-server-core in $DPKG_ADMIN) is ${server:-missing}; rerun make setup${MARIADB:+ MARIADB=$MARIADB}" >&2
+  exit 1
+fi
 mkdir -p "$(dirname "$OUT")"
-g++ -shared -o "$OUT.tmp" \
+g++ -shared -o "$OUT.tmp" -L"$SERVICES_DIR" \
   -Wl,--version-script="$ROOT/handler-shim/exports.map" \
   -Wl,-u,_maria_plugin_interface_version_ \
   -Wl,-u,_maria_sizeof_struct_st_plugin_ \

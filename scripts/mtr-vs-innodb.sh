@@ -13,9 +13,16 @@
 #
 # Usage: scripts/mtr-vs-innodb.sh [test names, e.g. tidesdb.ddl]; default: all.
 # Exit status: 0 when every result matches InnoDB, 1 otherwise.
+# MARIADB=11.8: on the 11.8 server (scripts/mtr.sh), against the 11.8 result where
+# mysql-test-11.8/tidesdb/r/ has one.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SCRATCH=$ROOT/target/mtr-innodb
+case "${MARIADB:-10.11}" in
+  10.11) SFX= ;;
+  11.8) SFX=-11.8 ;;
+  *) echo "mtr-vs-innodb: MARIADB=$MARIADB is not a supported server (10.11, 11.8)" >&2; exit 2 ;;
+esac
+SCRATCH=$ROOT/target/mtr-innodb$SFX
 SUITE=tidesdb
 
 rm -rf "$SCRATCH/tests"
@@ -34,7 +41,7 @@ args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
   for t in "$S"/t/*.test; do args+=("$SUITE.$(basename "$t" .test)"); done
 fi
-MTR_ROOT=$SCRATCH/mtr-root MTR_TEST_DIR=$SCRATCH/tests MTR_VAR=$SCRATCH/var \
+MTR_ROOT=$SCRATCH/mtr-root MTR_TEST_DIR=$SCRATCH/tests MTR_VAR=$SCRATCH/var MTR_RESULTS_OVERLAY=none \
   bash "$ROOT/scripts/mtr.sh" --record --enable-disabled "${args[@]}" >"$SCRATCH/mtr.log" 2>&1
 mtr_rc=$?
 grep -E '^\S+\s+w[0-9]+ \[|^Completed|^Failed|fail' "$SCRATCH/mtr.log" | grep -v '^worker' || true
@@ -47,6 +54,9 @@ for t in "$S"/t/*.test; do
   if [ "$#" -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$SUITE.$name"; then continue; fi
   n=$((n + 1))
   mine=$ROOT/mysql-test/$SUITE/r/$name.result
+  if [ -n "$SFX" ] && [ -f "$ROOT/mysql-test$SFX/$SUITE/r/$name.result" ]; then
+    mine=$ROOT/mysql-test$SFX/$SUITE/r/$name.result
+  fi
   theirs=$S/r/$name.result
   if [ ! -f "$theirs" ]; then
     echo "== $name: no InnoDB result recorded"

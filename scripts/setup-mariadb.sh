@@ -7,6 +7,8 @@
 # The plugin loads only into the exact server version whose headers it was built with,
 # which is why binaries and sources must match (docs/ARCHITECTURE.md, "Build chain").
 set -euo pipefail
+# MARIADB=11.8: Debian 13's 11.8 in a root of its own instead.
+if [ "${MARIADB:-10.11}" = 11.8 ]; then exec bash "$(dirname "$0")/setup-mariadb-11.8.sh"; fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SRC_DIR=${MARIADB_SRC_DIR:-$ROOT/target/mariadb-src}
