@@ -31,6 +31,8 @@ pub struct Trx {
     pub skip_locked: bool,
     /// Cancels the active transaction's lock wait; shared with KILL QUERY's thread.
     cancel: Arc<Mutex<Option<CancelHandle>>>,
+    /// The wsrep position slot this transaction writes (wsrep.rs), if any.
+    wsrep_slot: Option<u32>,
 }
 
 /// InnoDB's default innodb_lock_wait_timeout.
@@ -58,6 +60,7 @@ impl Default for Trx {
             lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
             skip_locked: false,
             cancel: Arc::new(Mutex::new(None)),
+            wsrep_slot: None,
         }
     }
 }
@@ -125,6 +128,9 @@ impl Trx {
     }
 
     fn finish(&mut self) -> Option<Txn> {
+        if let Some(slot) = self.wsrep_slot.take() {
+            crate::wsrep::release_slot(slot);
+        }
         self.stmt = None;
         self.user.clear();
         *self.cancel.lock() = None;
@@ -146,6 +152,23 @@ impl Trx {
         if let Some(txn) = self.finish() {
             txn.rollback();
         }
+    }
+
+    /// Stores the cluster position `xid` with this transaction's writes
+    /// (replicated commits, wsrep.rs); once per transaction.
+    pub fn write_position(&mut self, xid: &[u8]) -> FfiResult<()> {
+        // Stored already (at prepare), or nothing of the transaction is in
+        // this engine.
+        if self.wsrep_slot.is_some() {
+            return Ok(());
+        }
+        let txn = self.txn()?;
+        if txn.prepared_xid().is_some() || txn.is_read_only() {
+            return Ok(());
+        }
+        let slot = crate::wsrep::write_position(self.txn()?, xid)?;
+        self.wsrep_slot = Some(slot);
+        Ok(())
     }
 
     pub fn prepare(&mut self, xid: &[u8]) -> FfiResult<()> {
@@ -211,6 +234,9 @@ pub unsafe extern "C" fn tdb_trx_free(trx: *mut Trx) {
                 .as_ref()
                 .is_some_and(|t| t.prepared_xid().is_some())
             {
+                // Its position slot stays locked by the detached transaction:
+                // never handed out again.
+                boxed.wsrep_slot = None;
                 boxed.finish();
             } else {
                 boxed.rollback();
@@ -361,6 +387,21 @@ pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len:
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         t.prepare(xid)
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle; `xid` must point to `xid_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_write_wsrep_position(
+    trx: *mut Trx,
+    xid: *const u8,
+    xid_len: usize,
+) -> c_int {
+    with_trx(trx, |t| {
+        // SAFETY: a valid buffer by contract.
+        let xid = unsafe { raw::bytes(xid, xid_len) }?;
+        t.write_position(xid)
     })
 }
 
