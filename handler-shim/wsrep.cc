@@ -98,10 +98,21 @@ static int wsrep_set_checkpoint(handlerton *, const XID *xid) {
   return 0;
 }
 
-/* Called for every engine in turn on one XID: ours replaces what an engine before
-   us found only with a later position of the same cluster (a transaction that
-   wrote only TidesDB tables does not move InnoDB's position). */
-static int wsrep_get_checkpoint(handlerton *, XID *xid) {
+/* True if a is a position of the same cluster as b and later than it, or b is
+   no position at all. */
+static bool later_position(const XID *a, const XID *b) {
+  if (!wsrep_is_wsrep_xid(b) || wsrep_xid_seqno(b) < 0) return true;
+  return memcmp(wsrep_xid_uuid(a), wsrep_xid_uuid(b), 16) == 0 &&
+         wsrep_xid_seqno(a) > wsrep_xid_seqno(b);
+}
+
+/* The server asks every engine in turn, on one XID, each overwriting it: the
+   node's position is the latest of them (replicated commits enter the engines
+   in seqno order, so everything before the latest is in). Ours replaces the
+   XID only when later; and since InnoDB, asked after us, would put back its
+   own (older when the last transactions wrote only TidesDB tables), InnoDB is
+   given ours first. */
+static int wsrep_get_checkpoint(handlerton *self, XID *xid) {
   uint8_t buf[sizeof(XID) + 16];
   size_t len = 0;
   int st = tdb_wsrep_checkpoint_get(buf, sizeof buf, &len);
@@ -112,11 +123,14 @@ static int wsrep_get_checkpoint(handlerton *, XID *xid) {
     return 1;
   }
   if (!wsrep_is_wsrep_xid(&ours)) return 0;
-  bool theirs_valid = wsrep_is_wsrep_xid(xid) && wsrep_xid_seqno(xid) >= 0;
-  if (!theirs_valid ||
-      (memcmp(wsrep_xid_uuid(xid), wsrep_xid_uuid(&ours), 16) == 0 &&
-       wsrep_xid_seqno(&ours) > wsrep_xid_seqno(xid)))
-    *xid = ours;
+  handlerton *innodb = ha_resolve_by_legacy_type(nullptr, DB_TYPE_INNODB);
+  if (innodb && innodb != self && innodb->get_checkpoint && innodb->set_checkpoint) {
+    XID theirs;
+    theirs.null();
+    innodb->get_checkpoint(innodb, &theirs);
+    if (later_position(&ours, &theirs)) innodb->set_checkpoint(innodb, &ours);
+  }
+  if (later_position(&ours, xid)) *xid = ours;
   return 0;
 }
 
