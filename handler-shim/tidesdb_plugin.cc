@@ -222,6 +222,7 @@ int begin_statement(THD *thd, tdb_trx **out) {
   if (int st = tdb_trx_begin(trx, isolation_of(thd))) return st;
   if (int st = tdb_trx_stmt_begin(trx)) return st;
   tdb_trx_set_lock_wait_timeout(trx, statement_lock_wait_ms(thd));
+  wsrep_note_statement(thd, trx);
   trans_register_ha(thd, false, tidesdb_hton, 0);
   if (in_multi_statement_trx(thd)) trans_register_ha(thd, true, tidesdb_hton, 0);
   return TDB_OK;

@@ -134,7 +134,25 @@ static int wsrep_get_checkpoint(handlerton *self, XID *xid) {
   return 0;
 }
 
+/* The server's brute-force abort of a local transaction holding a lock an
+   applier waits for (as InnoDB's lock_wait_wsrep_kill). */
+static int bf_abort(void *bf, void *victim) {
+  THD *v = static_cast<THD *>(victim);
+  wsrep_thd_kill_LOCK(v);
+  wsrep_thd_LOCK(v);
+  my_bool aborted = wsrep_thd_bf_abort(static_cast<THD *>(bf), v, 1);
+  wsrep_thd_UNLOCK(v);
+  wsrep_thd_kill_UNLOCK(v);
+  return aborted ? 1 : 0;
+}
+
+void wsrep_note_statement(THD *thd, tdb_trx *trx) {
+  if (trx && wsrep_on(thd)) tdb_trx_set_wsrep(trx, thd, wsrep_thd_is_BF(thd, false) ? 1 : 0);
+}
+
 void wsrep_init_handlerton(handlerton *hton) {
+  if (int st = tdb_wsrep_enable(bf_abort))
+    sql_print_error("TidesDB: brute-force abort not installed: %s (status %d)", tdb_last_error(), st);
   hton->flags |= HTON_WSREP_REPLICATION;
   hton->set_checkpoint = wsrep_set_checkpoint;
   hton->get_checkpoint = wsrep_get_checkpoint;

@@ -27,6 +27,9 @@ int wsrep_append_parent_key(THD *thd, const char *parent_path, const char *index
    position with the transaction's writes (before prepare or commit). */
 int wsrep_store_position(THD *thd, tdb_trx *trx);
 
+/* Lists thd's engine transaction for brute-force aborts (statement start). */
+void wsrep_note_statement(THD *thd, tdb_trx *trx);
+
 /* The handlerton's Galera members (HTON_WSREP_REPLICATION, checkpoint, abort). */
 void wsrep_init_handlerton(handlerton *hton);
 

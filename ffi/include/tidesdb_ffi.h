@@ -574,6 +574,13 @@ uint64_t tdb_spatial_estimate(tdb_trx *trx, tdb_table *table, uint32_t index, ui
    transaction's writes, before tdb_trx_prepare or tdb_trx_commit: durable exactly
    when they are. Nothing is stored for a transaction that wrote nothing here. */
 int tdb_trx_write_wsrep_position(tdb_trx *trx, const uint8_t *xid, size_t xid_len);
+/* Lists the active transaction of wsrep session thd (bf: an applier or TOI) for
+   brute-force aborts; call at each statement start. It is unlisted when it ends. */
+int tdb_trx_set_wsrep(tdb_trx *trx, void *thd, int bf);
+/* Installs the brute-force abort policy (wsrep.rs): abort(bf_thd, victim_thd)
+   returns non-zero if the victim is now aborting. */
+typedef int (*tdb_wsrep_abort_fn)(void *bf_thd, void *victim_thd);
+int tdb_wsrep_enable(tdb_wsrep_abort_fn abort);
 /* The stored position with the highest seqno; TDB_NOT_FOUND if none. */
 int tdb_wsrep_checkpoint_get(uint8_t *out, size_t cap, size_t *out_len);
 /* Replaces the stored position (state transfer, server's request). */

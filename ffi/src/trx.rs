@@ -33,6 +33,8 @@ pub struct Trx {
     cancel: Arc<Mutex<Option<CancelHandle>>>,
     /// The wsrep position slot this transaction writes (wsrep.rs), if any.
     wsrep_slot: Option<u32>,
+    /// The engine transaction listed for brute-force aborts (wsrep.rs).
+    wsrep_member: Option<u64>,
 }
 
 /// InnoDB's default innodb_lock_wait_timeout.
@@ -61,6 +63,7 @@ impl Default for Trx {
             skip_locked: false,
             cancel: Arc::new(Mutex::new(None)),
             wsrep_slot: None,
+            wsrep_member: None,
         }
     }
 }
@@ -130,6 +133,9 @@ impl Trx {
     fn finish(&mut self) -> Option<Txn> {
         if let Some(slot) = self.wsrep_slot.take() {
             crate::wsrep::release_slot(slot);
+        }
+        if let Some(id) = self.wsrep_member.take() {
+            crate::wsrep::unregister(id);
         }
         self.stmt = None;
         self.user.clear();
@@ -387,6 +393,20 @@ pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len:
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         t.prepare(xid)
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle; `thd` the session's THD, alive until
+/// the transaction ends.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_set_wsrep(trx: *mut Trx, thd: *mut c_void, bf: c_int) -> c_int {
+    with_trx(trx, |t| {
+        let txn = t.txn()?;
+        let (id, cancel) = (txn.id(), txn.cancel_handle());
+        crate::wsrep::register(id, thd as usize, bf != 0, cancel);
+        t.wsrep_member = Some(id);
+        Ok(())
     })
 }
 

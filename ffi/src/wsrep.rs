@@ -23,7 +23,9 @@ use std::ffi::{c_char, c_int, c_void};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tidesdb_core::{Cf, CfOptions, Db, Isolation, IterOptions, LockMode, Txn};
+use std::collections::HashMap;
+
+use tidesdb_core::{CancelHandle, Cf, CfOptions, Db, Isolation, IterOptions, LockMode, Txn};
 
 use crate::engine::engine;
 use crate::raw;
@@ -309,6 +311,78 @@ pub fn set_checkpoint(db: &Db, xid: &[u8]) -> FfiResult<()> {
     txn.put(&cf, &key, xid)?;
     txn.commit()?;
     Ok(())
+}
+
+// ------------------------------------------------------- brute-force abort
+
+/// The server's brute-force abort of `victim` by `bf` (both THDs); non-zero if
+/// the victim is now aborting (its lock wait must then be woken here: the
+/// server wakes only InnoDB's).
+pub type AbortFn = unsafe extern "C" fn(bf: *mut c_void, victim: *mut c_void) -> c_int;
+
+/// A transaction of a wsrep session: its THD, whether it is a brute-force one
+/// (an applier or TOI), and how to wake its lock wait.
+struct Member {
+    thd: usize,
+    bf: bool,
+    cancel: CancelHandle,
+}
+
+static MEMBERS: Mutex<Option<HashMap<u64, Member>>> = Mutex::new(None);
+
+/// Records transaction `id` of session `thd` (called at each statement start).
+pub fn register(id: u64, thd: usize, bf: bool, cancel: CancelHandle) {
+    MEMBERS
+        .lock()
+        .get_or_insert_with(HashMap::new)
+        .insert(id, Member { thd, bf, cancel });
+}
+
+/// Forgets transaction `id` (it ended).
+pub fn unregister(id: u64) {
+    if let Some(m) = MEMBERS.lock().as_mut() {
+        m.remove(&id);
+    }
+}
+
+/// The policy, as InnoDB's: a brute-force transaction never waits for a local
+/// one; each local holder it waits for is aborted (the server rolls it back and
+/// its client gets ER_LOCK_DEADLOCK). A brute-force holder is waited for (two
+/// appliers are ordered by the cluster's commit order).
+fn on_lock_wait(abort: AbortFn, me: u64, holders: &[u64]) {
+    // Held across the server call: a member's THD lives while it is listed
+    // (a session unregisters before its THD goes away).
+    let members = MEMBERS.lock();
+    let Some(m) = members.as_ref() else { return };
+    let Some(waiter) = m.get(&me) else { return };
+    if !waiter.bf {
+        return;
+    }
+    for h in holders {
+        if let Some(victim) = m.get(h) {
+            if !victim.bf {
+                // SAFETY: the server's callback, on THDs that are alive (above).
+                let aborted =
+                    unsafe { abort(waiter.thd as *mut c_void, victim.thd as *mut c_void) };
+                if aborted != 0 {
+                    victim.cancel.cancel();
+                }
+            }
+        }
+    }
+}
+
+/// # Safety
+/// `abort` must be a valid function for the engine's lifetime.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_wsrep_enable(abort: Option<AbortFn>) -> c_int {
+    guard(|| {
+        let abort = abort.ok_or_else(|| FfiError::new(Status::Invalid, "no abort callback"))?;
+        let observer: tidesdb_core::LockWaitObserver =
+            std::sync::Arc::new(move |me: u64, holders: &[u64]| on_lock_wait(abort, me, holders));
+        engine()?.db.set_lock_wait_observer(Some(observer));
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------- C ABI
