@@ -4,7 +4,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MTR_PARALLEL ?= 2
 
-.PHONY: stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
+.PHONY: test-galera stress all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -46,8 +46,14 @@ test-conformance: plugin
 test-diskfull: plugin
 	@bash scripts/test-diskfull.sh
 
+# Galera clusters (2 nodes, mtr's galera configs) with TidesDB tables: replication,
+# conflicts and brute-force aborts, kill -9 + IST (mysql-test/tidesdb_galera; ~1.5 min).
+test-galera: plugin
+	@bash scripts/setup-galera.sh
+	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
+
 # Everything CI checks.
-test: lint test-rust test-mtr test-conformance test-diskfull
+test: lint test-rust test-mtr test-conformance test-diskfull test-galera
 
 clean:
 	$(CARGO) clean

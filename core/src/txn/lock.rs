@@ -790,9 +790,10 @@ mod tests {
     /// releases the holder's lock itself (as a brute-force abort rolls the
     /// holder back), and the waiter gets the lock long before its timeout.
     #[test]
-    fn wait_observer_sees_holders_and_may_free_them() {
+    fn wait_observer_sees_holders_and_may_free_them() -> Result<()> {
         let locks = Arc::new(LockManager::new());
-        let seen: Arc<Mutex<Vec<(u64, Vec<u64>)>>> = Arc::default();
+        type Seen = Vec<(u64, Vec<u64>)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
         let weak = Arc::downgrade(&locks);
         let seen2 = seen.clone();
         locks.set_observer(Some(Arc::new(move |me: u64, holders: &[u64]| {
@@ -802,23 +803,20 @@ mod tests {
             }
         })));
         let no = AtomicBool::new(false);
-        locks
-            .lock(1, 7, b"k", LockMode::Exclusive, Duration::ZERO, &no)
-            .unwrap();
+        locks.lock(1, 7, b"k", LockMode::Exclusive, Duration::ZERO, &no)?;
         let t = Instant::now();
-        locks
-            .lock(
-                2,
-                7,
-                b"k",
-                LockMode::Exclusive,
-                Duration::from_secs(30),
-                &no,
-            )
-            .unwrap();
+        locks.lock(
+            2,
+            7,
+            b"k",
+            LockMode::Exclusive,
+            Duration::from_secs(30),
+            &no,
+        )?;
         assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(*seen.lock(), vec![(2, vec![1])]);
         locks.set_observer(None);
+        Ok(())
     }
 
     #[test]
