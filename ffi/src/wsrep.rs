@@ -542,7 +542,7 @@ mod tests {
     fn seqno_of_a_wsrep_xid_and_not_of_others() {
         assert_eq!(wsrep_seqno(&wsrep_xid(42)).map(|(_, s)| s), Some(42));
         let mut other = wsrep_xid(42);
-        other[0] = 1;
+        other[0] = 2;
         assert_eq!(wsrep_seqno(&other), None);
         assert_eq!(wsrep_seqno(&[0u8; 5]), None);
     }
