@@ -21,7 +21,7 @@ PLUGIN_OUT := target/plugin
 RUST_OUT := target/release
 endif
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -95,7 +95,7 @@ test-backup: plugin
 	python3 scripts/test-backup.py $(TEST_BACKUP_ARGS)
 
 # Everything CI checks.
-test: lint test-rust test-shim-compat test-mtr test-conformance test-diskfull test-backup test-stress-crash test-force-recovery test-deb test-docker
+test: lint test-rust test-shim-compat test-mtr test-conformance test-diskfull test-backup test-galera test-stress-crash test-force-recovery test-deb test-docker
 
 # handler-shim/server_compat.h's handlerton adapter on the slot shapes of 10.11 and
 # 11.8 (1 s, no server).
@@ -109,6 +109,13 @@ test-shim-compat: setup
 # plugin build in target/plugin-11.8; see README, Supported servers).
 test-11.8:
 	$(MAKE) MARIADB=11.8 test-mtr test-conformance
+
+# Galera clusters (2 nodes, mtr's galera configs) with TidesDB tables: replication,
+# conflicts and brute-force aborts, kill -9 + IST (mysql-test/tidesdb_galera; ~1.5 min).
+test-galera: plugin
+	@bash scripts/setup-galera.sh
+	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
+
 
 clean:
 	$(CARGO) clean

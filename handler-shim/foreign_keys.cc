@@ -6,6 +6,7 @@
 #include "ha_tidesdb.h"
 #include "key_codec.h"
 #include "spatial.h"
+#include "wsrep.h"
 #include "sql_table.h"
 #include <deque>
 #include <string>
@@ -183,6 +184,10 @@ bool checks_enabled(THD *thd) {
 }  // namespace
 
 /* ------------------------------------------------------------------ catalog */
+
+void tidesdb::fk_split_path(const char *path, std::string *db, std::string *table) {
+  split_path(path, db, table);
+}
 
 int tidesdb::fk_register_keys(const char *name, TABLE *form) {
   if (is_temporary_path(name)) return 0;
@@ -515,7 +520,12 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
       int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)prefix.data(),
                             prefix.size(), TDB_LOCK_SHARED, fk->parent, fk->parent_index,
                             (const uint8_t *)prefix.data(), prefix.size());
-      if (st == TDB_OK) continue;
+      if (st == TDB_OK) {
+        if (wsrep_certifies(ha_thd(), table))
+          if (int err = wsrep_append_parent_key(ha_thd(), fk->parent, fk->parent_key_name, prefix))
+            return err;
+        continue;
+      }
       if (st != TDB_NOT_FOUND) return fail(st);
     }
     m_fk_error = violation_text(fk);

@@ -32,6 +32,10 @@ int fk_define(THD *thd, const char *name, bool in_place = false);
    parent whose children are in the same database). */
 int fk_check_drop(THD *thd, const char *name);
 
+/* An engine table name ("./db/t" or "db/t") -> database and table names as the
+   user writes them. */
+void fk_split_path(const char *path, std::string *db, std::string *table);
+
 }  // namespace tidesdb
 
 #endif

@@ -631,6 +631,7 @@ int ha_tidesdb::write_row(const uchar *buf) {
   }
   forget_external_state();
   int err = apply_ops(ops, op_keys);
+  if (!err) err = wsrep_row_keys(TDB_WSREP_INSERT, ops, op_keys, nullptr, buf);
   if (table->next_number_field && m_autoinc_rows > 0) m_autoinc_rows--;
   if (!err) {
     m_last_pk = pk;
@@ -724,6 +725,7 @@ int ha_tidesdb::update_row(const uchar *old_data, const uchar *new_data) {
   }
   forget_external_state();
   int err = apply_ops(ops, op_keys);
+  if (!err) err = wsrep_row_keys(TDB_WSREP_UPDATE, ops, op_keys, old_data, new_data);
   if (!err) {
     observe_auto_increment(new_data);
     m_last_pk = new_pk;
@@ -758,6 +760,7 @@ int ha_tidesdb::delete_row(const uchar *buf) {
   op_keys.resize(op_keys.size() + (ops.size() - before), MAX_KEY);
   forget_external_state();
   int err = apply_ops(ops, op_keys);
+  if (!err) err = wsrep_row_keys(TDB_WSREP_DELETE, ops, op_keys, buf, nullptr);
   if (!err) {
     count_event(ROWS_DELETED);
     note_row_change();

@@ -342,6 +342,12 @@ private:
      keyread of m_cursor_key; false if the value is damaged. */
   bool unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len);
   int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
+  /* Galera: the certification keys of a row change just applied (wsrep.cc);
+     change is TDB_WSREP_INSERT / UPDATE / DELETE, old_rec / new_rec NULL where
+     the change has no such row. */
+  int wsrep_row_keys(uint32_t change, const std::vector<tdb_op> &ops,
+                     const std::vector<uint> &op_keys, const uchar *old_rec,
+                     const uchar *new_rec);
 
   /* SPATIAL keys (spatial.cc). */
   int spatial_read(uchar *buf, const uchar *key, enum ha_rkey_function find_flag);

@@ -15,6 +15,7 @@
 #include "status.h"
 #include "table_options.h"
 #include "backup.h"
+#include "wsrep.h"
 
 using namespace tidesdb;
 
@@ -264,6 +265,7 @@ int begin_statement(THD *thd, tdb_trx **out) {
   if (int st = tdb_trx_begin(trx, isolation_of(thd))) return st;
   if (int st = tdb_trx_stmt_begin(trx)) return st;
   tdb_trx_set_lock_wait_timeout(trx, statement_lock_wait_ms(thd));
+  wsrep_note_statement(thd, trx);
   trans_register_ha(thd, false, tidesdb_hton, 0);
   if (in_multi_statement_trx(thd)) trans_register_ha(thd, true, tidesdb_hton, 0);
   return TDB_OK;
@@ -290,7 +292,15 @@ static void raise_disk_full() {
 static int tidesdb_commit(THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx) return 0;
-  int st = ends_transaction(thd, all) ? tdb_trx_commit(trx) : tdb_trx_stmt_commit(trx);
+  int st = 0;
+  if (ends_transaction(thd, all)) {
+    /* A replicated commit's cluster position goes into its own write batch (a
+       prepared transaction got it at prepare). */
+    st = wsrep_store_position(thd, trx);
+    if (!st) st = tdb_trx_commit(trx);
+  } else {
+    st = tdb_trx_stmt_commit(trx);
+  }
   if (st) {
     sql_print_warning("TidesDB: commit failed: %s", tdb_last_error());
     int err = to_ha_error(st, thd);
@@ -315,7 +325,7 @@ static int tidesdb_rollback(THD *thd, bool all) {
 
 /* An XID as the engine stores it: formatID (8 bytes LE), gtrid and bqual lengths
    (1 byte each), then gtrid and bqual. */
-static std::string xid_bytes(const XID &xid) {
+std::string xid_bytes(const XID &xid) {
   std::string b;
   ulonglong format = (ulonglong)xid.formatID;
   for (int i = 0; i < 8; i++) b.push_back((char)((format >> (8 * i)) & 0xFF));
@@ -325,7 +335,7 @@ static std::string xid_bytes(const XID &xid) {
   return b;
 }
 
-static bool xid_from_bytes(const uint8_t *p, size_t len, XID *xid) {
+bool xid_from_bytes(const uint8_t *p, size_t len, XID *xid) {
   if (len < 10) return false;
   ulonglong format = 0;
   for (int i = 0; i < 8; i++) format |= (ulonglong)p[i] << (8 * i);
@@ -344,7 +354,8 @@ static int tidesdb_prepare(THD *thd, bool all) {
   XID xid;
   thd_get_xid(thd, (MYSQL_XID *)&xid);
   std::string b = xid_bytes(xid);
-  int st = tdb_trx_prepare(trx, (const uint8_t *)b.data(), b.size());
+  int st = wsrep_store_position(thd, trx);
+  if (!st) st = tdb_trx_prepare(trx, (const uint8_t *)b.data(), b.size());
   if (st) {
     sql_print_warning("TidesDB: prepare failed: %s", tdb_last_error());
     int err = to_ha_error(st, thd);
@@ -547,6 +558,7 @@ static int tidesdb_init(void *p) {
   h->tablefile_extensions = hton_no_exts;
   h->table_options = tidesdb::table_option_list;
   TIDESDB_INIT_OPTIMIZER_COSTS(h);
+  tidesdb::wsrep_init_handlerton(h);
   return 0;
 }
 

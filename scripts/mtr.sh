@@ -44,7 +44,11 @@ mkdir -p "$R/lib/mysql/plugin" "$R/share/${SHARE##*/}"
 ln -s /usr/bin "$R/bin"
 ln -s /usr/sbin "$R/sbin"
 for p in /usr/lib/*; do [ "$(basename "$p")" = mysql ] || ln -s "$p" "$R/lib/"; done
-for p in /usr/lib/mysql/plugin/*; do ln -s "$p" "$R/lib/mysql/plugin/"; done
+# Debian's plugins, but never an installed ha_tidesdb.so (a package of ours): ours
+# is the fresh build below, and copying it over a link would write through it.
+for p in /usr/lib/mysql/plugin/*; do
+  [ "$(basename "$p")" = ha_tidesdb.so ] || ln -s "$p" "$R/lib/mysql/plugin/"
+done
 # A copy, not a link: a rebuild during the run (make plugin by someone else) must not
 # swap or delete the library under running servers.
 cp "$PLUGIN_SO" "$R/lib/mysql/plugin/ha_tidesdb.so"

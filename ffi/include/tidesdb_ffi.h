@@ -631,6 +631,53 @@ int tdb_cursor_spatial_seek(tdb_cursor *cursor, uint32_t mode, const double q[4]
 uint64_t tdb_spatial_estimate(tdb_trx *trx, tdb_table *table, uint32_t index, uint32_t mode,
                               const double q[4], uint64_t cap);
 
+/* ------------------------------------------------------ Galera (wsrep), wsrep.rs */
+
+/* Stores the cluster position (a wsrep XID in the shim's xid encoding) with the
+   transaction's writes, before tdb_trx_prepare or tdb_trx_commit: durable exactly
+   when they are. Nothing is stored for a transaction that wrote nothing here. */
+int tdb_trx_write_wsrep_position(tdb_trx *trx, const uint8_t *xid, size_t xid_len);
+/* Lists the active transaction of wsrep session thd (bf: an applier or TOI) for
+   brute-force aborts; call at each statement start. It is unlisted when it ends. */
+int tdb_trx_set_wsrep(tdb_trx *trx, void *thd, int bf);
+/* Installs the brute-force abort policy (wsrep.rs): abort(bf_thd, victim_thd)
+   returns non-zero if the victim is now aborting. */
+typedef int (*tdb_wsrep_abort_fn)(void *bf_thd, void *victim_thd);
+int tdb_wsrep_enable(tdb_wsrep_abort_fn abort);
+/* The stored position with the highest seqno; TDB_NOT_FOUND if none. */
+int tdb_wsrep_checkpoint_get(uint8_t *out, size_t cap, size_t *out_len);
+/* Replaces the stored position (state transfer, server's request). */
+int tdb_wsrep_checkpoint_set(const uint8_t *xid, size_t xid_len);
+
+/* enum tdb_wsrep_change */
+#define TDB_WSREP_INSERT 0
+#define TDB_WSREP_UPDATE 1
+#define TDB_WSREP_DELETE 2
+/* tdb_wsrep_entry.class */
+#define TDB_WSREP_PRIMARY 0
+#define TDB_WSREP_UNIQUE 1
+#define TDB_WSREP_OTHER 2
+struct tdb_wsrep_entry {
+  uint8_t cls;
+  const char *index_name; /* the server's index name ("PRIMARY" for the row) */
+  const uint8_t *key;     /* the engine's encoding of the entry's key */
+  size_t key_len;
+};
+/* Receives a certification key's last part (after database and table) and its
+   type (enum Wsrep_service_key_type); non-zero stops with an error. */
+typedef int (*tdb_wsrep_key_fn)(void *ctx, const uint8_t *key, size_t key_len,
+                                uint32_t key_type);
+/* The certification keys of one row change: its primary and unique entries and,
+   for a table without primary key, the row images (old and/or new, NULL if none). */
+int tdb_wsrep_row_keys(uint32_t change, const struct tdb_wsrep_entry *entries,
+                       size_t n_entries, const uint8_t *old_image, size_t old_len,
+                       const uint8_t *new_image, size_t new_len, tdb_wsrep_key_fn emit,
+                       void *ctx);
+/* The key of a foreign key's parent row (index `index_name` of the parent, the
+   child's values in the parent's key encoding). */
+int tdb_wsrep_parent_key(const char *index_name, const uint8_t *key, size_t key_len,
+                         tdb_wsrep_key_fn emit, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

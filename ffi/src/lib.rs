@@ -36,5 +36,6 @@ pub mod stats;
 pub mod status;
 pub mod table;
 pub mod trx;
+pub mod wsrep;
 
 mod raw;

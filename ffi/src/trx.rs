@@ -31,6 +31,10 @@ pub struct Trx {
     pub skip_locked: bool,
     /// Cancels the active transaction's lock wait; shared with KILL QUERY's thread.
     cancel: Arc<Mutex<Option<CancelHandle>>>,
+    /// The wsrep position slot this transaction writes (wsrep.rs), if any.
+    wsrep_slot: Option<u32>,
+    /// The engine transaction listed for brute-force aborts (wsrep.rs).
+    wsrep_member: Option<u64>,
 }
 
 /// InnoDB's default innodb_lock_wait_timeout.
@@ -58,6 +62,8 @@ impl Default for Trx {
             lock_wait_timeout: DEFAULT_LOCK_WAIT_TIMEOUT,
             skip_locked: false,
             cancel: Arc::new(Mutex::new(None)),
+            wsrep_slot: None,
+            wsrep_member: None,
         }
     }
 }
@@ -125,6 +131,12 @@ impl Trx {
     }
 
     fn finish(&mut self) -> Option<Txn> {
+        if let Some(slot) = self.wsrep_slot.take() {
+            crate::wsrep::release_slot(slot);
+        }
+        if let Some(id) = self.wsrep_member.take() {
+            crate::wsrep::unregister(id);
+        }
         self.stmt = None;
         self.user.clear();
         *self.cancel.lock() = None;
@@ -146,6 +158,23 @@ impl Trx {
         if let Some(txn) = self.finish() {
             txn.rollback();
         }
+    }
+
+    /// Stores the cluster position `xid` with this transaction's writes
+    /// (replicated commits, wsrep.rs); once per transaction.
+    pub fn write_position(&mut self, xid: &[u8]) -> FfiResult<()> {
+        // Stored already (at prepare), or nothing of the transaction is in
+        // this engine.
+        if self.wsrep_slot.is_some() {
+            return Ok(());
+        }
+        let txn = self.txn()?;
+        if txn.prepared_xid().is_some() || txn.is_read_only() {
+            return Ok(());
+        }
+        let slot = crate::wsrep::write_position(self.txn()?, xid)?;
+        self.wsrep_slot = Some(slot);
+        Ok(())
     }
 
     pub fn prepare(&mut self, xid: &[u8]) -> FfiResult<()> {
@@ -211,6 +240,9 @@ pub unsafe extern "C" fn tdb_trx_free(trx: *mut Trx) {
                 .as_ref()
                 .is_some_and(|t| t.prepared_xid().is_some())
             {
+                // Its position slot stays locked by the detached transaction:
+                // never handed out again.
+                boxed.wsrep_slot = None;
                 boxed.finish();
             } else {
                 boxed.rollback();
@@ -362,6 +394,35 @@ pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len:
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
         t.prepare(xid)
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle; `thd` the session's THD, alive until
+/// the transaction ends.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_set_wsrep(trx: *mut Trx, thd: *mut c_void, bf: c_int) -> c_int {
+    with_trx(trx, |t| {
+        let txn = t.txn()?;
+        let (id, cancel) = (txn.id(), txn.cancel_handle());
+        crate::wsrep::register(id, thd as usize, bf != 0, cancel);
+        t.wsrep_member = Some(id);
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `trx` must be NULL or a live handle; `xid` must point to `xid_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_write_wsrep_position(
+    trx: *mut Trx,
+    xid: *const u8,
+    xid_len: usize,
+) -> c_int {
+    with_trx(trx, |t| {
+        // SAFETY: a valid buffer by contract.
+        let xid = unsafe { raw::bytes(xid, xid_len) }?;
+        t.write_position(xid)
     })
 }
 

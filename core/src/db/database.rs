@@ -578,6 +578,12 @@ impl Db {
             .store(bytes.max(1), Ordering::Relaxed);
     }
 
+    /// Installs (or removes, `None`) the observer of lock waits (see
+    /// [`crate::LockWaitObserver`]); transaction ids are [`crate::Txn::id`].
+    pub fn set_lock_wait_observer(&self, observer: Option<crate::LockWaitObserver>) {
+        self.inner().locks.set_observer(observer);
+    }
+
     /// Sets the lock escalation threshold (0 = never escalate; default
     /// 100000): a transaction holding more row locks than this in one column
     /// family replaces them by one table lock of the strongest mode it holds

@@ -51,7 +51,7 @@
 
 use crate::error::{Error, Result};
 use crate::fxhash::{FxBuildHasher, FxHashMap};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::hash_map::Entry as MapEntry;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -228,8 +228,20 @@ struct Gaps {
     pending: Vec<(u64, u64, Vec<u8>)>,
 }
 
+/// Told when a transaction has to wait for locks other transactions hold:
+/// (waiting transaction's id, the holders' ids), again whenever the set of
+/// holders changes. It runs on the waiter's thread with no lock-manager mutex
+/// held, so it may cancel a holder's own wait ([`CancelHandle::cancel`]) or
+/// have a holder rolled back; the waiter then re-checks the lock. Used by a
+/// replication applier that must not wait for local transactions (Galera's
+/// brute-force abort): the policy is the observer's, not the lock manager's.
+pub type LockWaitObserver = Arc<dyn Fn(u64, &[u64]) + Send + Sync>;
+
 pub(crate) struct LockManager {
     shards: Vec<Shard>,
+    /// See [`LockWaitObserver`]; `has_observer` spares waits the read lock.
+    observer: RwLock<Option<LockWaitObserver>>,
+    has_observer: AtomicBool,
     hasher: FxBuildHasher,
     waits_for: Mutex<FxHashMap<u64, Vec<u64>>>,
     gaps: Mutex<Gaps>,
@@ -247,6 +259,8 @@ pub(crate) struct LockManager {
 impl LockManager {
     pub(crate) fn new() -> LockManager {
         LockManager {
+            observer: RwLock::new(None),
+            has_observer: AtomicBool::new(false),
             shards: (0..SHARDS)
                 .map(|_| Shard {
                     map: Mutex::new(FxHashMap::default()),
@@ -261,6 +275,34 @@ impl LockManager {
             tables: Mutex::new(FxHashMap::default()),
             n_tables: AtomicUsize::new(0),
         }
+    }
+
+    pub(crate) fn set_observer(&self, observer: Option<LockWaitObserver>) {
+        let on = observer.is_some();
+        *self.observer.write() = observer;
+        self.has_observer.store(on, Ordering::SeqCst);
+    }
+
+    /// Tells the observer, if any, that `me` waits for `blockers`, with `guard`
+    /// (a lock-manager mutex) released meanwhile. True if it was told (the
+    /// caller re-checks: the holders may be gone); `told` remembers the set.
+    fn notify_wait<T>(
+        &self,
+        guard: &mut MutexGuard<'_, T>,
+        me: u64,
+        blockers: &[u64],
+        told: &mut Vec<u64>,
+    ) -> bool {
+        if !self.has_observer.load(Ordering::SeqCst) || told.as_slice() == blockers {
+            return false;
+        }
+        let Some(obs) = self.observer.read().clone() else {
+            return false;
+        };
+        told.clear();
+        told.extend_from_slice(blockers);
+        MutexGuard::unlocked(guard, || obs(me, blockers));
+        true
     }
 
     /// Other transactions whose table lock on `cf` conflicts with `mode`.
@@ -433,6 +475,7 @@ impl LockManager {
         // Slow path: wait.
         let deadline = Instant::now().checked_add(timeout);
         let mut waiting = false;
+        let mut told = Vec::new();
         let res = loop {
             let e = map.entry(key.clone()).or_insert_with(|| Entry {
                 first: None,
@@ -453,6 +496,10 @@ impl LockManager {
                 crate::metrics::LOCK_WAITS.inc();
                 e.waiters += 1;
                 waiting = true;
+            }
+            // The entry stays (waiters > 0) while the mutex is released.
+            if self.notify_wait(&mut map, me, &blockers, &mut told) {
+                continue;
             }
             if self.would_deadlock(me, &blockers) {
                 crate::metrics::DEADLOCKS.inc();
@@ -580,6 +627,7 @@ impl LockManager {
         let deadline = Instant::now().checked_add(timeout);
         let mut g = self.gaps.lock();
         let mut waiting = false;
+        let mut told = Vec::new();
         let res = loop {
             let blockers = attempt(&mut g);
             if blockers.is_empty() {
@@ -588,6 +636,9 @@ impl LockManager {
             if !waiting {
                 on_wait(&mut g);
                 waiting = true;
+            }
+            if self.notify_wait(&mut g, me, &blockers, &mut told) {
+                continue;
             }
             if self.would_deadlock(me, &blockers) {
                 break Err(Error::Deadlock);
@@ -734,6 +785,39 @@ impl CancelHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The observer learns who waits for whom, with no mutex held: here it
+    /// releases the holder's lock itself (as a brute-force abort rolls the
+    /// holder back), and the waiter gets the lock long before its timeout.
+    #[test]
+    fn wait_observer_sees_holders_and_may_free_them() -> Result<()> {
+        let locks = Arc::new(LockManager::new());
+        type Seen = Vec<(u64, Vec<u64>)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let weak = Arc::downgrade(&locks);
+        let seen2 = seen.clone();
+        locks.set_observer(Some(Arc::new(move |me: u64, holders: &[u64]| {
+            seen2.lock().push((me, holders.to_vec()));
+            if let Some(l) = weak.upgrade() {
+                l.unlock_all(holders[0], &[(7, b"k".to_vec())]);
+            }
+        })));
+        let no = AtomicBool::new(false);
+        locks.lock(1, 7, b"k", LockMode::Exclusive, Duration::ZERO, &no)?;
+        let t = Instant::now();
+        locks.lock(
+            2,
+            7,
+            b"k",
+            LockMode::Exclusive,
+            Duration::from_secs(30),
+            &no,
+        )?;
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert_eq!(*seen.lock(), vec![(2, vec![1])]);
+        locks.set_observer(None);
+        Ok(())
+    }
 
     #[test]
     fn entry_holders() {

@@ -976,6 +976,12 @@ impl Txn {
         self.db.get_at(&cf.inner, key, latest)
     }
 
+    /// This transaction's id, as lock wait observers see it (unique in the
+    /// database's lifetime).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Handle to cancel this transaction's lock waits from another thread.
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
