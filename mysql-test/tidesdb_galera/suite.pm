@@ -15,7 +15,7 @@ return "mariadb-backup (the state transfer method) is not installed"
 
 push @::global_suppressions,
   (
-     qr(Plugin 'TidesDB' is of maturity level experimental while the server is stable),
+     qr(Plugin '[A-Za-z_]+' is of maturity level [a-z]+ while the server is stable),
      qr(WSREP: wsrep_sst_receive_address is set to '127\.0\.0\.1),
      qr(WSREP: Could not open saved state file for reading: ),
      qr(WSREP: Could not open state file for reading: ),
