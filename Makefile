@@ -74,7 +74,12 @@ deb: plugin
 # twice), restarts the Debian way, apt remove and purge; the system server is left
 # stopped (root; refuses if anything else uses port 3306 or /run/mysqld).
 test-deb: deb
+ifeq ($(MARIADB),11.8)
+	@bash scripts/debian13-run.sh /bin/bash $(CURDIR)/scripts/test-deb-11.8.sh \
+	  $$(ls -t $(CURDIR)/target/deb/mariadb-plugin-tidesdb_*+mariadb11.8*_amd64.deb | head -n1)
+else
 	@bash scripts/test-deb.sh
+endif
 
 # The image tidesdb/mariadb (docker/): Debian 12, its MariaDB, the package, TidesDB the
 # default engine. Installs docker.io and starts dockerd when missing; without

@@ -7,7 +7,7 @@
 //!   on another filesystem);
 //! * the WAL segments not yet purged: closed ones linked, the current one
 //!   copied up to its last record (zeros written ahead are left out);
-//! * a fresh `MANIFEST-<n>` holding a snapshot of the state and `CURRENT`;
+//! * a fresh `MANIFEST-<n>` (and its `.copy`) holding a snapshot of the state, and `CURRENT`;
 //! * `CHECKPOINT`, written last (format below).
 //!
 //! Opening it replays the WAL over the tables exactly as after a crash at the
@@ -195,10 +195,16 @@ impl DbInner {
             drop(ManifestWriter::create(tmp, mnum, &state)?);
             (sequence, mnum, files, bytes)
         };
-        for extra in [manifest::manifest_name(mnum), "CURRENT".into()] {
-            let md = std::fs::metadata(tmp.join(&extra))
-                .map_err(|e| Error::io(format!("stat {}", tmp.join(&extra).display()), e))?;
-            set_mode(&tmp.join(&extra), 0o660)?;
+        let manifest_path = tmp.join(manifest::manifest_name(mnum));
+        let written = [
+            manifest::copy_path(&manifest_path),
+            manifest_path,
+            tmp.join("CURRENT"),
+        ];
+        for extra in &written {
+            let md = std::fs::metadata(extra)
+                .map_err(|e| Error::io(format!("stat {}", extra.display()), e))?;
+            set_mode(extra, 0o660)?;
             bytes += md.len();
             files += 1;
         }

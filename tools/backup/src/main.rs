@@ -44,6 +44,12 @@ pub fn progress(text: &str) {
 
 fn main() {
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    // As every command-line tool: --help prints the usage on stdout and succeeds
+    // (the Debian package's manual page is made from it).
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{}", args::USAGE);
+        return;
+    }
     let args = match args::parse(&argv) {
         Ok(a) => a,
         Err(text) => {
