@@ -20,6 +20,7 @@
 #include "errors.h"
 #include <sql_base.h>
 #include <log.h>
+#include <sql_parse.h>
 
 using namespace tidesdb;
 
@@ -326,7 +327,8 @@ struct Quiet_errors : public Internal_error_handler {
 /* Reads stopword table `name` ('db/table') into `packed` (each word as u32 LE length
    + UTF-8 bytes; NULL: only check it). False, with the reason in the error log as
    InnoDB logs it, when it is not a table whose first column is a VARCHAR `value`. */
-bool read_stopword_table(THD *thd, const char *name, std::string *packed) {
+bool read_stopword_table(THD *thd, const char *name, std::string *packed,
+                         bool check_access = false) {
   const char *slash = strchr(name, '/');
   if (!slash || slash == name || !slash[1]) {
     sql_print_error("TidesDB: stopword table %s must be named as 'db/table'", name);
@@ -336,6 +338,9 @@ bool read_stopword_table(THD *thd, const char *name, std::string *packed) {
   LEX_CSTRING ldb = {db.c_str(), db.size()}, ltn = {tn.c_str(), tn.size()};
   TABLE_LIST tl;
   tl.init_one_table(&ldb, &ltn, nullptr, TL_READ);
+  /* Its words become searchable through every index built with it: naming it needs
+     SELECT on it (InnoDB does not ask). */
+  if (check_access && check_table_access(thd, SELECT_ACL, &tl, false, 1, false)) return false;
   Quiet_errors quiet;
   bool ok = false;
   start_new_trans new_trans(thd);
@@ -388,7 +393,7 @@ int tidesdb::ft_stopword_table_check(THD *thd, struct st_mysql_sys_var *, void *
   char buff[STRING_BUFFER_USUAL_SIZE];
   int len = sizeof(buff);
   const char *name = value->val_str(value, buff, &len);
-  if (name && !read_stopword_table(thd, name, nullptr)) return 1;
+  if (name && !read_stopword_table(thd, name, nullptr, true)) return 1;
   *static_cast<const char **>(save) = name == buff ? thd_strmake(thd, name, len) : name;
   return 0;
 }
