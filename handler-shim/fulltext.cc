@@ -18,6 +18,9 @@
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
+#include <sql_base.h>
+#include <log.h>
+#include <sql_parse.h>
 
 using namespace tidesdb;
 
@@ -309,6 +312,105 @@ float ha_tidesdb::ft_relevance_of(Tidesdb_ft_info *fi, const uchar *record) {
   return tdb_ft_result_relevance(fi->result, (const uint8_t *)pk.data(), pk.size());
 }
 
+/* ------------------------------------------------- user stopword tables */
+
+namespace {
+/* Keeps a failed open of a stopword table out of the statement's diagnostics: the
+   caller reports it its own way (InnoDB: ER_WRONG_VALUE_FOR_VAR, or a fallback). */
+struct Quiet_errors : public Internal_error_handler {
+  bool handle_condition(THD *, uint, const char *, Sql_condition::enum_warning_level *,
+                        const char *, Sql_condition **) override {
+    return true;
+  }
+};
+
+/* Reads stopword table `name` ('db/table') into `packed` (each word as u32 LE length
+   + UTF-8 bytes; NULL: only check it). False, with the reason in the error log as
+   InnoDB logs it, when it is not a table whose first column is a VARCHAR `value`. */
+bool read_stopword_table(THD *thd, const char *name, std::string *packed,
+                         bool check_access = false) {
+  const char *slash = strchr(name, '/');
+  if (!slash || slash == name || !slash[1]) {
+    sql_print_error("TidesDB: stopword table %s must be named as 'db/table'", name);
+    return false;
+  }
+  std::string db(name, slash - name), tn(slash + 1);
+  LEX_CSTRING ldb = {db.c_str(), db.size()}, ltn = {tn.c_str(), tn.size()};
+  TABLE_LIST tl;
+  tl.init_one_table(&ldb, &ltn, nullptr, TL_READ);
+  /* Its words become searchable through every index built with it: naming it needs
+     SELECT on it (InnoDB does not ask). */
+  if (check_access && check_table_access(thd, SELECT_ACL, &tl, false, 1, false)) return false;
+  Quiet_errors quiet;
+  bool ok = false;
+  start_new_trans new_trans(thd);
+  thd->push_internal_handler(&quiet);
+  bool open_failed = open_system_tables_for_read(thd, &tl);
+  thd->pop_internal_handler();
+  if (open_failed) {
+    sql_print_error("TidesDB: user stopword table %s does not exist.", name);
+  } else {
+    TABLE *t = tl.table;
+    Field *f = t->s->fields ? t->field[0] : nullptr;
+    if (!f || my_strcasecmp(system_charset_info, f->field_name.str, "value"))
+      sql_print_error("TidesDB: invalid column name for stopword table %s. Its first column "
+                      "must be named as 'value'.",
+                      name);
+    else if (f->real_type() != MYSQL_TYPE_VARCHAR)
+      sql_print_error("TidesDB: invalid column type for stopword table %s. Its first column "
+                      "must be of varchar type",
+                      name);
+    else
+      ok = true;
+    if (ok && packed) {
+      handler *h = t->file;
+      int rc = h->ha_rnd_init(true);
+      String buf, utf8;
+      uint errors;
+      while (!rc && !(rc = h->ha_rnd_next(t->record[0]))) {
+        if (f->is_null()) continue;
+        String *v = f->val_str(&buf);
+        utf8.copy(v->ptr(), v->length(), v->charset(), &my_charset_utf8mb4_bin, &errors);
+        uint32_t len = utf8.length();
+        packed->append((const char *)&len, 4); /* little-endian: the only hosts built */
+        packed->append(utf8.ptr(), len);
+      }
+      if (rc != HA_ERR_END_OF_FILE) {
+        sql_print_error("TidesDB: cannot read stopword table %s (error %d)", name, rc);
+        ok = false;
+      }
+      h->ha_rnd_end();
+    }
+    thd->commit_whole_transaction_and_close_tables();
+  }
+  new_trans.restore_old_transaction();
+  return ok;
+}
+}  // namespace
+
+int tidesdb::ft_stopword_table_check(THD *thd, struct st_mysql_sys_var *, void *save,
+                                     struct st_mysql_value *value) {
+  char buff[STRING_BUFFER_USUAL_SIZE];
+  int len = sizeof(buff);
+  const char *name = value->val_str(value, buff, &len);
+  if (name && !read_stopword_table(thd, name, nullptr, true)) return 1;
+  *static_cast<const char **>(save) = name == buff ? thd_strmake(thd, name, len) : name;
+  return 0;
+}
+
+/* The stopword list of an index built now, as InnoDB chooses it: the session's
+   table, else the server's, else the default list (packed->empty() and false). */
+static bool chosen_stopwords(THD *thd, std::string *packed) {
+  for (const char *name : {ft_user_stopword_table(thd), ft_server_stopword_table()}) {
+    if (name && *name) {
+      packed->clear();
+      if (read_stopword_table(thd, name, packed)) return true;
+    }
+  }
+  packed->clear();
+  return false;
+}
+
 /* ------------------------------------------------- settings of a new index */
 
 int tidesdb::ft_fix_index_settings(THD *thd, const char *name, TABLE *form) {
@@ -321,12 +423,15 @@ int tidesdb::ft_fix_index_settings(THD *thd, const char *name, TABLE *form) {
   if (!st) st = tdb_trx_begin(trx, TDB_ISO_READ_COMMITTED);
   /* Engine index numbers: the primary key is 0, the other keys 1.. in order. */
   uint32_t next = 1;
+  std::string words;
+  bool enable = ft_enable_stopword(thd), own_list = enable && chosen_stopwords(thd, &words);
   bool hidden_pk = form->s->primary_key >= MAX_KEY;
   for (uint k = 0; k < form->s->keys && !st; k++) {
     if (!hidden_pk && k == form->s->primary_key) continue;
     uint32_t index = next++;
     if (!is_fulltext(&form->key_info[k])) continue;
-    st = tdb_ft_index_settings(trx, t, index, ft_enable_stopword(thd) ? 1 : 0, nullptr, 0);
+    st = tdb_ft_index_settings(trx, t, index, enable ? 1 : 0,
+                               own_list ? (const uint8_t *)words.data() : nullptr, words.size());
   }
   if (!st) st = tdb_trx_commit(trx);
   int err = 0;

@@ -23,6 +23,14 @@ bool ft_enable_stopword(THD *thd);
 /* Fixes the settings (stopwords, token sizes) of the FULLTEXT indexes of table
    `name`, just created from `form`, as the session's settings say. */
 int ft_fix_index_settings(THD *thd, const char *name, TABLE *form);
+/* tidesdb_ft_user_stopword_table of the session and tidesdb_ft_server_stopword_table
+   (tidesdb_plugin.cc): 'db/table' or NULL. */
+const char *ft_user_stopword_table(THD *thd);
+const char *ft_server_stopword_table();
+/* The check function of both: refuses (ER_WRONG_VALUE_FOR_VAR) a name that is not
+   a table whose first column is a VARCHAR named `value`, as InnoDB does. */
+int ft_stopword_table_check(THD *thd, struct st_mysql_sys_var *var, void *save,
+                            struct st_mysql_value *value);
 extern struct st_mysql_information_schema ft_default_stopword_info;
 int ft_default_stopword_init(void *p);
 }  // namespace tidesdb

@@ -187,12 +187,29 @@ static MYSQL_THDVAR_BOOL(ft_enable_stopword, PLUGIN_VAR_OPCMDARG,
                          "innodb_ft_enable_stopword)",
                          NULL, NULL, TRUE);
 bool tidesdb::ft_enable_stopword(THD *thd) { return THDVAR(thd, ft_enable_stopword); }
+static char *sysvar_ft_server_stopword_table;
+static MYSQL_SYSVAR_STR(ft_server_stopword_table, sysvar_ft_server_stopword_table,
+                        PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_MEMALLOC,
+                        "The stopword list of FULLTEXT indexes built from now on: 'db/table' "
+                        "of a table whose first column is a VARCHAR `value` (like "
+                        "innodb_ft_server_stopword_table)",
+                        tidesdb::ft_stopword_table_check, NULL, NULL);
+static MYSQL_THDVAR_STR(ft_user_stopword_table, PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_MEMALLOC,
+                        "The stopword list of FULLTEXT indexes this session builds, over "
+                        "tidesdb_ft_server_stopword_table (like innodb_ft_user_stopword_table)",
+                        tidesdb::ft_stopword_table_check, NULL, NULL);
+const char *tidesdb::ft_server_stopword_table() { return sysvar_ft_server_stopword_table; }
+const char *tidesdb::ft_user_stopword_table(THD *thd) {
+  return THDVAR(thd, ft_user_stopword_table);
+}
 /* ---- end of FULLTEXT settings ---- */
 
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(ft_max_token_size),
     MYSQL_SYSVAR(ft_enable_stopword),
+    MYSQL_SYSVAR(ft_server_stopword_table),
+    MYSQL_SYSVAR(ft_user_stopword_table),
     MYSQL_SYSVAR(force_recovery),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(lock_escalation_threshold),

@@ -299,7 +299,10 @@ pub unsafe extern "C" fn tdb_ft_index_settings(
                 let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
                 let len = u32::from_le_bytes(*len) as usize;
                 let w = tail.get(..len).ok_or_else(bad)?;
-                set.insert(String::from_utf8_lossy(w).into_owned());
+                let w = String::from_utf8_lossy(w).into_owned();
+                // A user's list may be in any case; a case-folding index's words are folded.
+                set.insert(tokenizer::fold(&w, true));
+                set.insert(w);
                 rest = &tail[len..];
             }
             Some(set)
