@@ -143,7 +143,7 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
     bool whole = true;
     for (uint p = 0; p < key->user_defined_key_parts; p++)
       whole = whole && part_is_covered(&key->key_part[p]);
-    return flags | HA_KEYREAD_ONLY | (whole ? HA_CLUSTERED_INDEX : 0);
+    return flags | (whole ? tidesdb_compat::CLUSTERED_PK_FLAGS : HA_KEYREAD_ONLY);
   }
   /* A window search: forward only, in no useful order, never index-only. */
   if (is_spatial(key)) return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;
@@ -1480,10 +1480,9 @@ void ha_tidesdb::report_times() {
     stats.update_time = (ulong)m_share->update_time.load(std::memory_order_relaxed);
 }
 
-/* The optimizer gets half the measured rows per value (at least 1), as InnoDB
-   gives it ("MySQL seems to favor table scans too much over index searches, we
-   pretend index selectivity is 2 times better than our estimate", ha_innobase::
-   info_low): the same ref estimates, so the same plans. */
+/* The optimizer gets the measured rows per value as InnoDB gives it (at least 1;
+   on 10.11 halved, see REC_PER_KEY_DIVISOR): the same ref estimates, so the same
+   plans. */
 void ha_tidesdb::apply_statistics() {
   if (!m_share) return;
   std::lock_guard<std::mutex> guard(m_share->count_mutex);
@@ -1494,7 +1493,7 @@ void ha_tidesdb::apply_statistics() {
     /* The ext parts' too (KEY::rec_per_key has ext_key_parts entries). */
     uint parts = std::max(key->user_defined_key_parts, key->ext_key_parts);
     for (uint p = 0; p < parts && p < rpk[k].size(); p++)
-      key->rec_per_key[p] = rpk[k][p] ? std::max<ulong>(1, rpk[k][p] / 2) : 0;
+      key->rec_per_key[p] = rpk[k][p] ? std::max<ulong>(1, rpk[k][p] / tidesdb_compat::REC_PER_KEY_DIVISOR) : 0;
   }
 }
 

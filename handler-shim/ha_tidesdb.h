@@ -113,15 +113,8 @@ public:
   ~ha_tidesdb() override;
 
   /* ---- capabilities ---- */
-  /* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
-     InnoDB and MyRocks, so tools that look for ordered indexes find them. */
-  const char *index_type(uint idx) override {
-    if (!table_share || idx >= table_share->keys) return "BTREE";
-    const KEY *key = &table_share->key_info[idx];
-    return tidesdb_compat::key_is_spatial(key)    ? "SPATIAL"
-           : tidesdb_compat::key_is_fulltext(key) ? "FULLTEXT"
-                                                  : "BTREE";
-  }
+  /* SHOW INDEX's Index_type (see server_compat.h). */
+  TIDESDB_INDEX_TYPE_API
   ulonglong table_flags() const override;
   bool unique_keys_reordered() const;
   /* SHOW TABLE STATUS's Row_format. One format is stored whatever ROW_FORMAT says;

@@ -27,6 +27,18 @@
      gone), compares identifiers with CHARSET_INFO::streq (my_strcasecmp is gone) and
      names ALTER's dropped objects with Lex_ident_column instead of const char *:
      key_is_spatial(), key_is_fulltext(), ident_eq() and c_str() say each once.
+     SHOW INDEX's Index_type: 11.x's handler::index_type names a key by the
+     algorithm the table was created with (USING HASH shows HASH, VECTOR keys
+     VECTOR, as InnoDB on 11.x), so the engine keeps the server's; 10.11's has no
+     default, so there the engine names its own (TIDESDB_INDEX_TYPE_API).
+     A clustered primary key: 11.x's handler.h asks that its index_flags have
+     HA_CLUSTERED_INDEX and not HA_KEYREAD_ONLY (as InnoDB's): the optimizer then
+     scans the table, not the key "index-only", where 10.11 reads both as the same
+     (CLUSTERED_PK_FLAGS).
+     rec_per_key: InnoDB 10.11 gives the optimizer half its measured rows per value
+     ("pretend index selectivity is 2 times better", ha_innobase::info_low); InnoDB
+     11.x gives the measured value (SHOW INDEX's cardinality is the distinct count),
+     its cost model weighing index reads itself (REC_PER_KEY_DIVISOR).
 */
 #ifndef TIDESDB_SERVER_COMPAT_H
 #define TIDESDB_SERVER_COMPAT_H
@@ -59,6 +71,18 @@ struct hton_callback<Fn, R (*)(handlerton *, Args...)> {
 };
 
 #ifndef TIDESDB_COMPAT_ADAPTER_ONLY /* (the adapter's unit test has no server types) */
+/* index_flags of a primary key that holds the whole row (see 3. above). */
+#if MYSQL_VERSION_ID >= 110000
+static const unsigned long CLUSTERED_PK_FLAGS = HA_CLUSTERED_INDEX;
+#else
+static const unsigned long CLUSTERED_PK_FLAGS = HA_KEYREAD_ONLY | HA_CLUSTERED_INDEX;
+#endif
+/* What the measured rows per key value are divided by for the optimizer (see 3.). */
+#if MYSQL_VERSION_ID >= 110000
+static const unsigned long REC_PER_KEY_DIVISOR = 1;
+#else
+static const unsigned long REC_PER_KEY_DIVISOR = 2;
+#endif
 /* A name as a C string: 10.11's const char * or 11.x's LEX_CSTRING-based idents. */
 inline const char *c_str(const char *s) { return s; }
 inline const char *c_str(const LEX_CSTRING &s) { return s.str; }
@@ -81,6 +105,21 @@ inline bool ident_eq(const char *a, const char *b) {
 
 }  // namespace tidesdb_compat
 
+#if MYSQL_VERSION_ID >= 110000
+#define TIDESDB_INDEX_TYPE_API
+#else
+/* Keys are ordered (range scans, ORDER BY both ways): reported as BTREE, like
+   InnoDB 10.11 and MyRocks, so tools that look for ordered indexes find them. */
+#define TIDESDB_INDEX_TYPE_API                                              \
+  const char *index_type(uint idx) override {                               \
+    if (!table_share || idx >= table_share->keys) return "BTREE";           \
+    const KEY *key = &table_share->key_info[idx];                           \
+    return tidesdb_compat::key_is_spatial(key)    ? "SPATIAL"               \
+           : tidesdb_compat::key_is_fulltext(key) ? "FULLTEXT"              \
+                                                  : "BTREE";                \
+  }
+#endif
+
 /* h->slot = fn, fn written without the handlerton argument. */
 #define TIDESDB_HTON_SET(h, slot, fn) \
   ((h)->slot = tidesdb_compat::hton_callback<fn, decltype((h)->slot)>::call)
@@ -89,11 +128,28 @@ inline bool ident_eq(const char *a, const char *b) {
 /* 11.x: the server's own formulas work from the statistics info() reports
    (data_file_length, index_file_length, block_size, rec_per_key, as InnoDB fills
    them); the engine's constants are InnoDB's (innobase_update_optimizer_costs), so
-   that the optimizer weighs a TidesDB table as it weighs the same InnoDB table. */
-#define TIDESDB_HANDLER_COST_API
+   that the optimizer weighs a TidesDB table as it weighs the same InnoDB table.
+   The rows' size is counted in whole pages (cost_model.h, as 10.11's scan_cost):
+   InnoDB's data_file_length is its clustered index's pages, at least one, so a
+   small table costs a page to scan and each row fetched through a secondary key
+   costs up to a page, where the raw bytes would make those lookups look free. */
+#include "cost_model.h"
+#define TIDESDB_HANDLER_COST_API                                            \
+  ulonglong row_blocks() override {                                         \
+    return tidesdb_compat::page_bytes(stats.data_file_length) / IO_SIZE;    \
+  }                                                                         \
+  IO_AND_CPU_COST scan_time() override {                                    \
+    ulonglong bytes = tidesdb_compat::page_bytes(stats.data_file_length);   \
+    return {(double)(bytes / IO_SIZE),                                      \
+            (double)(bytes / tidesdb::cost::PAGE_BYTES) * INDEX_BLOCK_COPY_COST}; \
+  }
 #define TIDESDB_INIT_OPTIMIZER_COSTS(h) \
   ((h)->update_optimizer_costs = tidesdb_compat::innodb_optimizer_costs)
 namespace tidesdb_compat {
+/* The bytes of the pages the rows fill (at least one page). */
+inline ulonglong page_bytes(ulonglong data_bytes) {
+  return (ulonglong)tidesdb::cost::table_pages(data_bytes) * tidesdb::cost::PAGE_BYTES;
+}
 inline void innodb_optimizer_costs(OPTIMIZER_COSTS *costs) {
   costs->row_next_find_cost = 0.00007013;
   costs->row_lookup_cost = 0.00076597;
