@@ -114,8 +114,10 @@ fn drop_makes_open_handles_fail_cleanly() {
         status_of(catalog.drop_table(&db, "./d/t")),
         Status::NoSuchTable
     );
-    // Only the catalog's own family is left.
-    assert_eq!(db.list_cfs(), vec!["__catalog".to_string()]);
+    // Only the catalog's own families (the catalog and its mirror) are left.
+    let mut cfs = db.list_cfs();
+    cfs.sort();
+    assert_eq!(cfs, vec!["__catalog", "__catalog_mirror"]);
 }
 
 #[test]
@@ -140,6 +142,7 @@ fn orphan_families_are_dropped_at_open() {
         cfs,
         vec![
             "__catalog".to_string(),
+            "__catalog_mirror".to_string(),
             "t1".to_string(),
             "t1.b".to_string()
         ]
@@ -339,7 +342,15 @@ fn in_place_index_changes_keep_the_other_indexes_families() {
     let catalog = Catalog::open(&db, false).expect("catalog");
     assert_eq!(
         sorted_cfs(&db),
-        vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i3", "t1.i4"]
+        vec![
+            "__catalog",
+            "__catalog_mirror",
+            "t1",
+            "t1.b",
+            "t1.i1",
+            "t1.i3",
+            "t1.i4"
+        ]
     );
     let shared = catalog.open_table(&db, "./d/t").expect("open");
     assert_eq!(shared.index_count(), 3);
@@ -377,7 +388,15 @@ fn temporary_tables_do_not_outlive_a_crash() {
     assert_eq!(tables, vec!["d/#sql-alter-1f-4", "d/t"]);
     assert_eq!(
         sorted_cfs(&db),
-        vec!["__catalog", "t1", "t1.b", "t1.i1", "t3", "t3.b"]
+        vec![
+            "__catalog",
+            "__catalog_mirror",
+            "t1",
+            "t1.b",
+            "t1.i1",
+            "t3",
+            "t3.b"
+        ]
     );
 }
 
@@ -463,7 +482,14 @@ fn online_build_families_are_published_and_leftovers_dropped_by_the_next_build()
     );
     assert_eq!(
         sorted_cfs(&db),
-        vec!["__catalog", "t1", "t1.b", "t1.i1", "t1.i2"]
+        vec![
+            "__catalog",
+            "__catalog_mirror",
+            "t1",
+            "t1.b",
+            "t1.i1",
+            "t1.i2"
+        ]
     );
 }
 
