@@ -25,7 +25,8 @@ trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$D" "$SOCK"' EXIT
 apt-get install -y -qq "$DEB" >/tmp/tidesdb-test-deb.apt.log 2>&1 ||
   { tail -20 /tmp/tidesdb-test-deb.apt.log; fail "apt install"; }
 server=$(dpkg-query -W -f='${Version}' mariadb-server)
-dpkg-query -W -f='${Depends}' mariadb-plugin-tidesdb | grep -qF "mariadb-server (= $server)" ||
+depends=$(dpkg-query -W -f='${Depends}' mariadb-plugin-tidesdb)
+grep -qF "mariadb-server (= $server)" <<<"$depends" ||
   fail "the package does not depend on exactly mariadb-server $server"
 for f in /usr/lib/mysql/plugin/ha_tidesdb.so /etc/mysql/mariadb.conf.d/60-tidesdb.cnf \
          /usr/bin/tidesdb-backup; do
@@ -42,7 +43,8 @@ sql "CREATE DATABASE t; CREATE TABLE t.a (id INT PRIMARY KEY, v VARCHAR(20)) ENG
 stop
 start
 [ "$(sql "SELECT GROUP_CONCAT(v ORDER BY id) FROM t.a")" = "one,two" ] || fail "rows lost across a restart"
-sql "SHOW CREATE TABLE t.a" | grep -q "ENGINE=TidesDB" || fail "the table is not TidesDB"
+create=$(sql "SHOW CREATE TABLE t.a")
+grep -q "ENGINE=TidesDB" <<<"$create" || fail "the table is not TidesDB"
 stop
 
 apt-get remove -y -qq mariadb-plugin-tidesdb >/dev/null 2>&1 || fail "apt remove"

@@ -100,7 +100,10 @@ wait_healthy
 if [ -n "$ip" ]; then ip=$("$DOCKER" inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$NAME"); fi
 expect "rows after restart" "$(sql "SELECT COUNT(*), SUM(height) FROM shop.tides")" "500	12525.00"
 expect "init script's rows after restart" "$(sql "SELECT COUNT(*), SUM(qty) FROM shop.orders")" "2	3"
-"$DOCKER" logs "$NAME" 2>&1 | grep -q "running /docker-entrypoint-initdb.d/10-schema.sql" \
+# The log in a variable first: under pipefail, `docker logs | grep -q` fails whenever
+# grep's early exit makes docker logs die of SIGPIPE.
+container_log=$("$DOCKER" logs "$NAME" 2>&1)
+grep -q "running /docker-entrypoint-initdb.d/10-schema.sql" <<<"$container_log" \
   || fail "the init script was not reported as run"
 [ "$("$DOCKER" logs "$NAME" 2>&1 | grep -c 'initialising the data volume')" = 1 ] \
   || fail "the data volume was initialised again on restart"
