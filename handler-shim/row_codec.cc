@@ -221,6 +221,24 @@ static void encode_row_v3(TABLE *table, const Row_layout &layout, const uchar *r
   out->resize((size_t)(p - start));
 }
 
+/* An external BLOB value (TAG_EXTERNAL + u32 length) of field f in the record at
+   f->ptr + diff: read through the reader when it wants the column, else empty. */
+static bool read_external_blob(Field *f, size_t ext_len, my_ptrdiff_t diff, const Row_layout &layout,
+                               External_reader *reader, std::vector<int64_t> *external_len) {
+  if (external_len) (*external_len)[f->field_index] = (int64_t)ext_len;
+  const uchar *data = nullptr;
+  size_t got = 0;
+  if (reader && reader->wanted(f)) {
+    data = reader->read(f, layout.column_no(f), ext_len);
+    if (!data) return false;
+    got = ext_len;
+  }
+  f->move_field_offset(diff);
+  ((Field_blob *)f)->set_ptr((uint32)got, (uchar *)data);
+  f->move_field_offset(-diff);
+  return true;
+}
+
 static bool decode_row_v3(TABLE *table, const Row_layout &layout, const std::string &value,
                           uchar *buf, External_reader *reader, std::vector<int64_t> *external_len,
                           std::vector<uint32_t> *orphans) {
@@ -264,17 +282,7 @@ static bool decode_row_v3(TABLE *table, const Row_layout &layout, const std::str
         if (col_end - p != 4) return false;
         size_t ext_len = uint4korr(p);
         p += 4;
-        if (external_len) (*external_len)[f->field_index] = (int64_t)ext_len;
-        const uchar *data = nullptr;
-        size_t got = 0;
-        if (reader && reader->wanted(f)) {
-          data = reader->read(f, layout.column_no(f), ext_len);
-          if (!data) return false;
-          got = ext_len;
-        }
-        f->move_field_offset(diff);
-        ((Field_blob *)f)->set_ptr((uint32)got, (uchar *)data);
-        f->move_field_offset(-diff);
+        if (!read_external_blob(f, ext_len, diff, layout, reader, external_len)) return false;
         continue;
       }
       if (tag != TAG_INLINE) return false;
@@ -425,17 +433,7 @@ bool decode_row(TABLE *table, const Row_layout &layout, const std::string &value
         if (end - p < 4) return false;
         size_t len = uint4korr(p);
         p += 4;
-        if (external_len) (*external_len)[f->field_index] = (int64_t)len;
-        const uchar *data = nullptr;
-        size_t got = 0;
-        if (reader && reader->wanted(f)) {
-          data = reader->read(f, layout.column_no(f), len);
-          if (!data) return false;
-          got = len;
-        }
-        f->move_field_offset(diff);
-        ((Field_blob *)f)->set_ptr((uint32)got, (uchar *)data);
-        f->move_field_offset(-diff);
+        if (!read_external_blob(f, len, diff, layout, reader, external_len)) return false;
         continue;
       }
       if (tag != TAG_INLINE) return false;
