@@ -1093,7 +1093,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
   /* Index-only only if the key's own columns all come back: index merge reads every
      key index-only, and the server then checks the range end (compare_key) and the
      primary key ranges on the record's key columns, which a prefix part (or a BLOB)
-     cannot restore. Such a key's rows are read whole (random-diff seed 467). */
+     cannot restore. Such a key's rows are read whole (mtr index_merge_prefix_pk). */
   bool index_only = keyread_enabled() && keyread == m_cursor_key &&
                     m_cursor_key < m_key_fully_covered.size() &&
                     m_key_fully_covered[m_cursor_key];

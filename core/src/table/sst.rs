@@ -1198,10 +1198,11 @@ impl Table {
     /// Entries in `[start, end)` (user keys; `end` exclusive): counted one by
     /// one when the range lies within at most [`EXACT_COUNT_BLOCKS`] data
     /// blocks (blocks the next read of the range fetches anyway), otherwise
-    /// estimated from the block index. A small table is one block, so its
-    /// every range used to be estimated as the whole table and the optimizer
-    /// chose a table scan where InnoDB, which counts a small range in its leaf
-    /// pages, uses the index (random-diff seed 352).
+    /// estimated from the block index. Counting matters for small tables: a
+    /// block-level estimate makes every range of a one-block table look like
+    /// the whole table, so the optimizer would scan where InnoDB, which counts
+    /// a small range in its leaf pages, uses the index (regression test
+    /// `small_ranges_in_table_files_are_counted`).
     pub(crate) fn entries_in_range(
         t: &Arc<Table>,
         start: Option<&[u8]>,
