@@ -1,12 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use tidesdb_core::*;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 64 << 10,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::None, 64 << 10)
 }
 
 fn collect(it: &mut TxnIter) -> Vec<(Vec<u8>, Vec<u8>)> {

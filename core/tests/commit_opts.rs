@@ -4,11 +4,7 @@ use tidesdb_core::*;
 mod common;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::Full,
-        write_buffer_size: 1 << 20,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::Full, 1 << 20)
 }
 
 #[test]

@@ -1,13 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+mod common;
 use std::time::{Duration, Instant};
 use tidesdb_core::*;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 32 << 10,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::None, 32 << 10)
 }
 
 /// Table files in the database directory.

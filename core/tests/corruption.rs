@@ -2,15 +2,12 @@
 //! Damaged files must give clean errors (or a consistent prefix for a torn
 //! WAL tail), never a panic.
 
+mod common;
 use std::path::{Path, PathBuf};
 use tidesdb_core::*;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 1 << 20,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::None, 1 << 20)
 }
 
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {

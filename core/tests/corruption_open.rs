@@ -5,16 +5,13 @@
 //! other column family and key range keeps working, compaction leaves it
 //! alone, and dropping its column family removes it.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tidesdb_core::*;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 1 << 20,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::None, 1 << 20)
 }
 
 fn put_range(db: &Db, cf: &Cf, prefix: &str, from: u32, to: u32) {

@@ -5,6 +5,7 @@
 //! SIGKILLs it at a random time, reopens, and checks that every acknowledged
 //! commit is present and no commit is partially visible.
 
+mod common;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
@@ -27,11 +28,7 @@ fn value(n: u64, j: u64) -> Vec<u8> {
 }
 
 fn db_opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::Full,
-        write_buffer_size: 32 << 10,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::Full, 32 << 10)
 }
 
 #[test]

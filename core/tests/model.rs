@@ -2,6 +2,7 @@
 //! Model-based randomized test against a BTreeMap. Seeds are fixed; set
 //! TIDESDB_LONG_TESTS=1 for many more steps / seeds.
 
+mod common;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,10 +23,8 @@ fn key(rng: &mut StdRng) -> Vec<u8> {
 
 fn opts() -> DbOptions {
     DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 16 << 10,
         block_cache_size: 1 << 20,
-        ..DbOptions::default()
+        ..common::opts(SyncMode::None, 16 << 10)
     }
 }
 

@@ -11,11 +11,7 @@ use std::collections::BTreeMap;
 use tidesdb_core::*;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 256 << 10,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::None, 256 << 10)
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

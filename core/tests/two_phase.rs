@@ -6,11 +6,7 @@ use tidesdb_core::*;
 mod common;
 
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::Full,
-        write_buffer_size: 64 << 10,
-        ..DbOptions::default()
-    }
+    common::opts(SyncMode::Full, 64 << 10)
 }
 
 const SHORT: Duration = Duration::from_millis(100);

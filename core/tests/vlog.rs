@@ -3,6 +3,7 @@
 //! pointers through snapshots / iterators / spilled commits / 2PC, corruption
 //! of value log files, direct reads.
 
+mod common;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,10 +11,8 @@ use tidesdb_core::*;
 
 fn opts() -> DbOptions {
     DbOptions {
-        sync_mode: SyncMode::None,
-        write_buffer_size: 256 << 10,
         block_cache_size: 1 << 20,
-        ..DbOptions::default()
+        ..common::opts(SyncMode::None, 256 << 10)
     }
 }
 

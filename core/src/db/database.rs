@@ -648,7 +648,335 @@ impl Db {
     }
 }
 
+/// Unresolved prepares found in the WAL (xid -> write set), in xid order.
+type WalPrepares = BTreeMap<Vec<u8>, Vec<Op>>;
+
+/// Recovery phase 1: the manifest (salvaged at force_recovery >= 3), or an
+/// empty state for a new directory; refuses a directory whose CURRENT is
+/// gone while its files are there.
+fn recover_manifest(
+    dir: &Path,
+    names: &[String],
+    level: u8,
+    notes: &mut Vec<String>,
+) -> Result<(State, Option<u64>)> {
+    let loaded = if level >= 3 {
+        manifest::load_salvaging(dir, notes)?
+    } else {
+        manifest::load(dir)?
+    };
+    Ok(match loaded {
+        Some((s, n)) => (s, Some(n)),
+        None => {
+            if names
+                .iter()
+                .any(|n| n.starts_with("MANIFEST-") || sst::parse_table_name(n).is_some())
+            {
+                return Err(Error::corruption(
+                    dir.join("CURRENT"),
+                    0,
+                    "CURRENT missing but database files exist",
+                ));
+            }
+            (State::default(), None)
+        }
+    })
+}
+
+/// Highest file number any engine file in the directory carries, so that new
+/// files never reuse one (the manifest's counter may lag behind).
+fn max_file_no_on_disk(names: &[String]) -> u64 {
+    names
+        .iter()
+        .filter_map(|n| {
+            wal::parse_segment_name(n)
+                .or_else(|| sst::parse_table_name(n))
+                .or_else(|| crate::vlog::file::parse_vlog_name(n))
+                .or_else(|| crate::txn::spill::parse_spill_name(n))
+                .or_else(|| crate::txn::spill::parse_prep_name(n))
+                .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// O_DIRECT: on if asked for and the filesystem accepts it (probed on the
+/// LOCK file); otherwise reads stay buffered.
+fn probe_direct_io(dir: &Path, opts: &DbOptions) -> Result<Option<Arc<crate::fsutil::DirectIo>>> {
+    Ok(if opts.use_direct_reads {
+        crate::fsutil::open_direct(&dir.join("LOCK"))?.map(|_| {
+            Arc::new(crate::fsutil::DirectIo {
+                enabled: AtomicBool::new(true),
+                reads: AtomicU64::new(0),
+            })
+        })
+    } else {
+        None
+    })
+}
+
+/// Recovery phase 2: each column family of the manifest with its table and
+/// value log files open (damaged ones quarantined).
+fn open_column_families(
+    dir: &Path,
+    state: &State,
+    cache: &Arc<BlockCache>,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    uid: u64,
+    opts: &DbOptions,
+) -> BTreeMap<u64, Arc<CfInner>> {
+    let mut cfs = BTreeMap::new();
+    for (id, meta) in &state.cfs {
+        let mut levels = Levels::new();
+        for (lvl, files) in meta.levels.iter().enumerate() {
+            for fm in files {
+                let path = sst::table_path(dir, fm.file_no);
+                // A file whose footer, index, filter or props is damaged
+                // (or that is missing) does not stop the engine: it is
+                // quarantined, its key range answering with the error
+                // (`Db::quarantined_files`). Nothing on disk changes.
+                let t = match Table::open_with(path.clone(), fm.file_no, cache.clone(), dio) {
+                    Ok(t) => t,
+                    Err(e) => Table::quarantined(
+                        path,
+                        fm.file_no,
+                        cache.clone(),
+                        &fm.smallest,
+                        &fm.largest,
+                        &e,
+                    ),
+                };
+                levels.levels[lvl].push(Arc::new(FileHandle {
+                    meta: fm.clone(),
+                    table: Arc::new(t),
+                }));
+            }
+        }
+        for (no, v) in &state.vlog_files {
+            if v.cf == *id {
+                // A missing or unreadable value log file does not stop
+                // the engine: only reads of its values fail (as with a
+                // quarantined table file).
+                let f = crate::vlog::file::VlogFile::open(dir, *no, v.format, dio).unwrap_or_else(
+                    |e| crate::vlog::file::VlogFile::quarantined(dir, *no, v.format, &e),
+                );
+                levels.vlogs.insert(*no, Arc::new(f));
+            }
+        }
+        levels.normalize();
+        cfs.insert(
+            *id,
+            Arc::new(CfInner::new(
+                *id,
+                meta.name.clone(),
+                meta.opts.clone(),
+                levels,
+                uid,
+                opts.write_buffer_size,
+            )),
+        );
+    }
+    cfs
+}
+
+/// Recovery phase 3: replays the WAL segments into the memtables (records
+/// below a column family's flushed sequence skipped); returns the last
+/// sequence seen and the prepares left unresolved. At force_recovery >= 2 a
+/// damaged segment is noted and its rest skipped.
+fn replay_wal(
+    dir: &Path,
+    names: &[String],
+    state: &State,
+    cfs: &BTreeMap<u64, Arc<CfInner>>,
+    level: u8,
+    notes: &mut Vec<String>,
+) -> Result<(u64, WalPrepares)> {
+    let mut segs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| wal::parse_segment_name(n))
+        .collect();
+    segs.sort_unstable();
+    let mut last_seq = state.last_seq;
+    // Unresolved prepares (xid -> write set), in xid order.
+    let mut prepared: WalPrepares = BTreeMap::new();
+    for (i, &n) in segs.iter().enumerate() {
+        let path = wal::segment_path(dir, n);
+        let replayed = wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
+            let rec = batch::decode(payload)
+                .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
+            let apply = |seq: u64, ops: Vec<Op>| {
+                for op in ops {
+                    let Some(cf) = cfs.get(&op.cf) else { continue };
+                    let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
+                    if seq > flushed {
+                        cf.sv
+                            .read()
+                            .mem
+                            .insert_shared(&op.key, seq, op.kind, op.value, None, None);
+                    }
+                }
+            };
+            match rec {
+                Record::Commit { seq, ops } => {
+                    last_seq = last_seq.max(seq);
+                    apply(seq, ops);
+                }
+                Record::Prepare { xid, ops } => {
+                    prepared.insert(xid, ops);
+                }
+                Record::CommitPrepared { seq, xid } => {
+                    last_seq = last_seq.max(seq);
+                    // Unknown xid: its prepare segment was purged, which
+                    // happens only once `seq` is flushed.
+                    if let Some(ops) = prepared.remove(&xid) {
+                        apply(seq, ops);
+                    }
+                }
+                Record::RollbackPrepared { xid } => {
+                    prepared.remove(&xid);
+                }
+            }
+            Ok(())
+        });
+        match replayed {
+            Ok(_) => {}
+            Err(e) if level >= 2 && e.is_corruption() => notes.push(format!(
+                "damaged write-ahead log segment {} ({e}): its records from the damage \
+                 on are skipped (the commits they hold are lost)",
+                path.display()
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((last_seq, prepared))
+}
+
+/// Recovery phase 4: flushes the replayed memtables to level-0 tables so the
+/// old WAL segments can go (not called read-only: they stay in memory).
+fn flush_replayed_memtables(
+    dir: &Path,
+    cfs: &BTreeMap<u64, Arc<CfInner>>,
+    state: &mut State,
+    next_file: &AtomicU64,
+    cache: &Arc<BlockCache>,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+) -> Result<()> {
+    for (id, cf) in cfs.iter() {
+        let mem = cf.current().mem.clone();
+        if mem.is_empty() {
+            continue;
+        }
+        let no = next_file.fetch_add(1, Ordering::SeqCst);
+        let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
+        let (fm, table, vlogs) =
+            build_table(dir, no, &cf.opts, &mem, cache, &[], dio, &alloc, None)?;
+        if let Some(m) = state.cfs.get_mut(id) {
+            m.levels[0].push(fm.clone());
+            m.flushed_seq = m.flushed_seq.max(mem.max_seq());
+        }
+        let mut levels = (*cf.current().levels).clone();
+        for v in vlogs {
+            state.vlog_files.insert(
+                v.file.no,
+                manifest::VlogMeta {
+                    cf: *id,
+                    size: v.size,
+                    garbage: v.garbage,
+                    format: v.file.format,
+                },
+            );
+            levels.vlogs.insert(v.file.no, v.file);
+        }
+        levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
+        levels.normalize();
+        *cf.sv.write() = Arc::new(SuperVersion {
+            mem: Arc::new(cf.new_memtable()),
+            imms: Vec::new(),
+            levels: Arc::new(levels),
+        });
+    }
+    Ok(())
+}
+
+/// Recovery phase 5: the unresolved prepares re-logged (fsynced) at the start
+/// of the fresh WAL segment, before the replayed segments are deleted.
+fn relog_prepares(w: Option<&mut WalWriter>, prepared: &WalPrepares) -> Result<()> {
+    if let Some(w) = w.filter(|_| !prepared.is_empty()) {
+        let mut framed = Vec::new();
+        for (xid, ops) in prepared {
+            wal::frame_with(&mut framed, |out| {
+                batch::encode_prepare(out, xid, ops.iter())
+            });
+        }
+        w.append(&framed)?;
+        w.sync()?;
+    }
+    Ok(())
+}
+
+/// Recovery phase 6: removes obsolete files: old manifests, replayed WAL
+/// segments, orphan tables, value logs and spill files (not called read-only).
+fn remove_obsolete_files(dir: &Path, names: &[String], state: &State, mnum: u64) {
+    let live: HashSet<u64> = state
+        .cfs
+        .values()
+        .flat_map(|c| c.levels.iter().flatten().map(|f| f.file_no))
+        .collect();
+    for n in names.iter() {
+        let remove = if let Some(no) = sst::parse_table_name(n) {
+            !live.contains(&no)
+        } else if let Some(no) = crate::vlog::file::parse_vlog_name(n) {
+            !state.vlog_files.contains_key(&no)
+        } else if let Some(no) = crate::txn::spill::parse_prep_name(n) {
+            !state
+                .prepared_spills
+                .values()
+                .flatten()
+                .any(|(_, f)| *f == no)
+        } else if wal::parse_segment_name(n).is_some()
+            || crate::txn::spill::parse_spill_name(n).is_some()
+        {
+            true
+        } else if let Some(m) = n.strip_prefix("MANIFEST-") {
+            // the new one and its copy stay
+            let m = m.strip_suffix(".copy").unwrap_or(m);
+            m.parse::<u64>().ok() != Some(mnum)
+        } else {
+            n.ends_with(".tmp")
+        };
+        if remove {
+            let _ = std::fs::remove_file(dir.join(n));
+        }
+    }
+}
+
+/// Recovery phase 7: prepared spilled write sets (manifest) with their files
+/// reopened. Their keys are read now: a damaged file stops the open, or with
+/// force_recovery leaves that prepared transaction out.
+fn open_spilled_prepares(
+    dir: &Path,
+    state: &State,
+    cache: &Arc<BlockCache>,
+    read_only: bool,
+    notes: &mut Vec<String>,
+) -> Result<Vec<(Vec<u8>, PrepFiles, PreparedKeys)>> {
+    let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)> = Vec::new();
+    for (xid, files) in &state.prepared_spills {
+        match open_prepared_spill(dir, files, cache) {
+            Ok((v, keys)) => spilled_prepares.push((xid.clone(), v, keys)),
+            Err(e) if read_only => notes.push(format!(
+                "unreadable prepared-transaction file ({e}): that prepared transaction \
+                 (xid {xid:02x?}) is left out; its writes were never visible"
+            )),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(spilled_prepares)
+}
+
 impl DbInner {
+    /// Opens (or creates) the database in `dir`: the recovery phases run in
+    /// order, each in its own step below; then the background threads start.
     fn open(dir: &Path, opts: DbOptions) -> Result<Arc<DbInner>> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("create {}", dir.display()), e))?;
@@ -659,216 +987,15 @@ impl DbInner {
         let level = opts.force_recovery;
         let read_only = level > 0;
         let mut notes = Vec::new();
-        let loaded = if level >= 3 {
-            manifest::load_salvaging(dir, &mut notes)?
-        } else {
-            manifest::load(dir)?
-        };
-        let (mut state, old_manifest) = match loaded {
-            Some((s, n)) => (s, Some(n)),
-            None => {
-                if names
-                    .iter()
-                    .any(|n| n.starts_with("MANIFEST-") || sst::parse_table_name(n).is_some())
-                {
-                    return Err(Error::corruption(
-                        dir.join("CURRENT"),
-                        0,
-                        "CURRENT missing but database files exist",
-                    ));
-                }
-                (State::default(), None)
-            }
-        };
-        let max_on_disk = names
-            .iter()
-            .filter_map(|n| {
-                wal::parse_segment_name(n)
-                    .or_else(|| sst::parse_table_name(n))
-                    .or_else(|| crate::vlog::file::parse_vlog_name(n))
-                    .or_else(|| crate::txn::spill::parse_spill_name(n))
-                    .or_else(|| crate::txn::spill::parse_prep_name(n))
-                    .or_else(|| n.strip_prefix("MANIFEST-").and_then(|s| s.parse().ok()))
-            })
-            .max()
-            .unwrap_or(0);
+        let (mut state, old_manifest) = recover_manifest(dir, &names, level, &mut notes)?;
+        let max_on_disk = max_file_no_on_disk(&names);
         let next_file = AtomicU64::new(state.next_file.max(max_on_disk + 1).max(1));
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
-        // O_DIRECT: on if asked for and the filesystem accepts it (probed on
-        // the LOCK file); otherwise reads stay buffered.
-        let dio = if opts.use_direct_reads {
-            crate::fsutil::open_direct(&dir.join("LOCK"))?.map(|_| {
-                Arc::new(crate::fsutil::DirectIo {
-                    enabled: AtomicBool::new(true),
-                    reads: AtomicU64::new(0),
-                })
-            })
-        } else {
-            None
-        };
-
-        // Open tables.
-        let mut cfs = BTreeMap::new();
-        for (id, meta) in &state.cfs {
-            let mut levels = Levels::new();
-            for (lvl, files) in meta.levels.iter().enumerate() {
-                for fm in files {
-                    let path = sst::table_path(dir, fm.file_no);
-                    // A file whose footer, index, filter or props is damaged
-                    // (or that is missing) does not stop the engine: it is
-                    // quarantined, its key range answering with the error
-                    // (`Db::quarantined_files`). Nothing on disk changes.
-                    let t = match Table::open_with(
-                        path.clone(),
-                        fm.file_no,
-                        cache.clone(),
-                        dio.as_ref(),
-                    ) {
-                        Ok(t) => t,
-                        Err(e) => Table::quarantined(
-                            path,
-                            fm.file_no,
-                            cache.clone(),
-                            &fm.smallest,
-                            &fm.largest,
-                            &e,
-                        ),
-                    };
-                    levels.levels[lvl].push(Arc::new(FileHandle {
-                        meta: fm.clone(),
-                        table: Arc::new(t),
-                    }));
-                }
-            }
-            for (no, v) in &state.vlog_files {
-                if v.cf == *id {
-                    // A missing or unreadable value log file does not stop
-                    // the engine: only reads of its values fail (as with a
-                    // quarantined table file).
-                    let f = crate::vlog::file::VlogFile::open(dir, *no, v.format, dio.as_ref())
-                        .unwrap_or_else(|e| {
-                            crate::vlog::file::VlogFile::quarantined(dir, *no, v.format, &e)
-                        });
-                    levels.vlogs.insert(*no, Arc::new(f));
-                }
-            }
-            levels.normalize();
-            cfs.insert(
-                *id,
-                Arc::new(CfInner::new(
-                    *id,
-                    meta.name.clone(),
-                    meta.opts.clone(),
-                    levels,
-                    uid,
-                    opts.write_buffer_size,
-                )),
-            );
-        }
-
-        // Replay WAL segments.
-        let mut segs: Vec<u64> = names
-            .iter()
-            .filter_map(|n| wal::parse_segment_name(n))
-            .collect();
-        segs.sort_unstable();
-        let mut last_seq = state.last_seq;
-        // Unresolved prepares (xid -> write set), in xid order.
-        let mut prepared: BTreeMap<Vec<u8>, Vec<Op>> = BTreeMap::new();
-        for (i, &n) in segs.iter().enumerate() {
-            let path = wal::segment_path(dir, n);
-            let replayed = wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
-                let rec = batch::decode(payload)
-                    .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
-                let apply = |seq: u64, ops: Vec<Op>| {
-                    for op in ops {
-                        let Some(cf) = cfs.get(&op.cf) else { continue };
-                        let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
-                        if seq > flushed {
-                            cf.sv
-                                .read()
-                                .mem
-                                .insert_shared(&op.key, seq, op.kind, op.value, None, None);
-                        }
-                    }
-                };
-                match rec {
-                    Record::Commit { seq, ops } => {
-                        last_seq = last_seq.max(seq);
-                        apply(seq, ops);
-                    }
-                    Record::Prepare { xid, ops } => {
-                        prepared.insert(xid, ops);
-                    }
-                    Record::CommitPrepared { seq, xid } => {
-                        last_seq = last_seq.max(seq);
-                        // Unknown xid: its prepare segment was purged, which
-                        // happens only once `seq` is flushed.
-                        if let Some(ops) = prepared.remove(&xid) {
-                            apply(seq, ops);
-                        }
-                    }
-                    Record::RollbackPrepared { xid } => {
-                        prepared.remove(&xid);
-                    }
-                }
-                Ok(())
-            });
-            match replayed {
-                Ok(_) => {}
-                Err(e) if level >= 2 && e.is_corruption() => notes.push(format!(
-                    "damaged write-ahead log segment {} ({e}): its records from the damage \
-                     on are skipped (the commits they hold are lost)",
-                    path.display()
-                )),
-                Err(e) => return Err(e),
-            }
-        }
-
-        // Flush replayed memtables so old WAL segments can go (read-only: they
-        // stay in memory).
-        for (id, cf) in cfs.iter().filter(|_| !read_only) {
-            let mem = cf.current().mem.clone();
-            if mem.is_empty() {
-                continue;
-            }
-            let no = next_file.fetch_add(1, Ordering::SeqCst);
-            let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
-            let (fm, table, vlogs) = build_table(
-                dir,
-                no,
-                &cf.opts,
-                &mem,
-                &cache,
-                &[],
-                dio.as_ref(),
-                &alloc,
-                None,
-            )?;
-            if let Some(m) = state.cfs.get_mut(id) {
-                m.levels[0].push(fm.clone());
-                m.flushed_seq = m.flushed_seq.max(mem.max_seq());
-            }
-            let mut levels = (*cf.current().levels).clone();
-            for v in vlogs {
-                state.vlog_files.insert(
-                    v.file.no,
-                    manifest::VlogMeta {
-                        cf: *id,
-                        size: v.size,
-                        garbage: v.garbage,
-                        format: v.file.format,
-                    },
-                );
-                levels.vlogs.insert(v.file.no, v.file);
-            }
-            levels.levels[0].push(Arc::new(FileHandle { meta: fm, table }));
-            levels.normalize();
-            *cf.sv.write() = Arc::new(SuperVersion {
-                mem: Arc::new(cf.new_memtable()),
-                imms: Vec::new(),
-                levels: Arc::new(levels),
-            });
+        let dio = probe_direct_io(dir, &opts)?;
+        let cfs = open_column_families(dir, &state, &cache, dio.as_ref(), uid, &opts);
+        let (last_seq, prepared) = replay_wal(dir, &names, &state, &cfs, level, &mut notes)?;
+        if !read_only {
+            flush_replayed_memtables(dir, &cfs, &mut state, &next_file, &cache, dio.as_ref())?;
         }
         state.last_seq = last_seq;
         let mnum = next_file.fetch_add(1, Ordering::SeqCst);
@@ -887,63 +1014,11 @@ impl DbInner {
         } else {
             Some(WalWriter::create(dir, wal_no)?)
         };
-        if let Some(w) = w.as_mut().filter(|_| !prepared.is_empty()) {
-            let mut framed = Vec::new();
-            for (xid, ops) in &prepared {
-                wal::frame_with(&mut framed, |out| {
-                    batch::encode_prepare(out, xid, ops.iter())
-                });
-            }
-            w.append(&framed)?;
-            w.sync()?;
+        relog_prepares(w.as_mut(), &prepared)?;
+        if !read_only {
+            remove_obsolete_files(dir, &names, &state, mnum);
         }
-
-        // Remove obsolete files: old manifests, replayed WAL segments, orphan tables.
-        let live: HashSet<u64> = state
-            .cfs
-            .values()
-            .flat_map(|c| c.levels.iter().flatten().map(|f| f.file_no))
-            .collect();
-        for n in names.iter().filter(|_| !read_only) {
-            let remove = if let Some(no) = sst::parse_table_name(n) {
-                !live.contains(&no)
-            } else if let Some(no) = crate::vlog::file::parse_vlog_name(n) {
-                !state.vlog_files.contains_key(&no)
-            } else if let Some(no) = crate::txn::spill::parse_prep_name(n) {
-                !state
-                    .prepared_spills
-                    .values()
-                    .flatten()
-                    .any(|(_, f)| *f == no)
-            } else if wal::parse_segment_name(n).is_some()
-                || crate::txn::spill::parse_spill_name(n).is_some()
-            {
-                true
-            } else if let Some(m) = n.strip_prefix("MANIFEST-") {
-                // the new one and its copy stay
-                let m = m.strip_suffix(".copy").unwrap_or(m);
-                m.parse::<u64>().ok() != Some(mnum)
-            } else {
-                n.ends_with(".tmp")
-            };
-            if remove {
-                let _ = std::fs::remove_file(dir.join(n));
-            }
-        }
-        // Prepared spilled write sets (manifest): reopen their files.
-        // Their keys are read now: a damaged file stops the open, or with
-        // force_recovery leaves that prepared transaction out.
-        let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)> = Vec::new();
-        for (xid, files) in &state.prepared_spills {
-            match open_prepared_spill(dir, files, &cache) {
-                Ok((v, keys)) => spilled_prepares.push((xid.clone(), v, keys)),
-                Err(e) if read_only => notes.push(format!(
-                    "unreadable prepared-transaction file ({e}): that prepared transaction \
-                     (xid {xid:02x?}) is left out; its writes were never visible"
-                )),
-                Err(e) => return Err(e),
-            }
-        }
+        let spilled_prepares = open_spilled_prepares(dir, &state, &cache, read_only, &mut notes)?;
 
         let cur_file = w.as_ref().map(|w| w.file.clone());
         let inner = Arc::new(DbInner {
@@ -999,16 +1074,30 @@ impl DbInner {
                 crate::compaction::pacer::DEFAULT_COMPACTION_RATE,
             ),
         });
-        // Recovered prepared transactions: registered, keys locked.
+        inner.register_recovered_prepares(prepared, wal_no, spilled_prepares)?;
+        if !read_only {
+            inner.start_threads()?;
+        }
+        Ok(inner)
+    }
+
+    /// Recovered prepared transactions (WAL and spilled): registered, keys
+    /// locked again, so that they wait for the server's commit or rollback.
+    fn register_recovered_prepares(
+        &self,
+        prepared: BTreeMap<Vec<u8>, Vec<Op>>,
+        wal_no: u64,
+        spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)>,
+    ) -> Result<()> {
         {
-            let mut p = inner.prepared.lock();
+            let mut p = self.prepared.lock();
             let never = AtomicBool::new(false);
             for (xid, ops) in prepared {
-                let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
+                let owner = self.next_txn_id.fetch_add(1, Ordering::Relaxed);
                 let mut keys = Vec::new();
                 for o in &ops {
                     let k = (o.cf, o.key.clone());
-                    inner.locks.lock(
+                    self.locks.lock(
                         owner,
                         o.cf,
                         &o.key,
@@ -1032,9 +1121,9 @@ impl DbInner {
                 );
             }
             for (xid, spill, keys) in spilled_prepares {
-                let owner = inner.next_txn_id.fetch_add(1, Ordering::Relaxed);
+                let owner = self.next_txn_id.fetch_add(1, Ordering::Relaxed);
                 for (cf, key) in &keys {
-                    inner.locks.lock(
+                    self.locks.lock(
                         owner,
                         *cf,
                         key,
@@ -1057,10 +1146,7 @@ impl DbInner {
                 );
             }
         }
-        if !read_only {
-            inner.start_threads()?;
-        }
-        Ok(inner)
+        Ok(())
     }
 
     fn start_threads(self: &Arc<Self>) -> Result<()> {

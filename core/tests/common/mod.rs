@@ -1,6 +1,17 @@
 //! Shared test helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 use std::path::Path;
+use tidesdb_core::{DbOptions, SyncMode};
+
+/// Options of a test database: `sync_mode`, a small `write_buffer_size` (so
+/// that a test's few writes reach table files), the rest default.
+pub fn opts(sync_mode: SyncMode, write_buffer_size: usize) -> DbOptions {
+    DbOptions {
+        sync_mode,
+        write_buffer_size,
+        ..DbOptions::default()
+    }
+}
 
 /// Simulated crash: copies the database files as they are on disk right now
 /// (without LOCK) into a fresh directory; the original handle is left open
