@@ -205,6 +205,7 @@ int tidesdb::fk_register_keys(const char *name, TABLE *form) {
     d.flags = (pk ? TDB_KEY_PRIMARY : 0) | ((key->flags & HA_NOSAME) ? TDB_KEY_UNIQUE : 0);
     if (is_fulltext(key) || is_spatial(key) || key->algorithm == HA_KEY_ALG_LONG_HASH)
       d.flags |= TDB_KEY_UNUSABLE;
+    if (is_fulltext(key)) d.flags |= TDB_KEY_FULLTEXT;
     d.name = key->name.str;
     for (uint p = 0; p < key->user_defined_key_parts; p++) {
       KEY_PART_INFO *kp = &key->key_part[p];

@@ -449,6 +449,8 @@ int tidesdb::ft_fix_index_settings(THD *thd, const char *name, TABLE *form) {
 
 #include <sql_i_s.h>
 #include <sql_show.h>
+#include <sql_table.h>
+#include <sql_parse.h>
 
 namespace Show {
 static ST_FIELD_INFO ft_default_stopword_fields[] = {Column("value", Varchar(18), NOT_NULL),
@@ -472,5 +474,84 @@ int tidesdb::ft_default_stopword_init(void *p) {
   ST_SCHEMA_TABLE *schema = (ST_SCHEMA_TABLE *)p;
   schema->fields_info = Show::ft_default_stopword_fields;
   schema->fill_table = ft_default_stopword_fill;
+  return 0;
+}
+
+/* --------------------------------- INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE */
+
+/* 'db/table' as the engine names the table: "./db/table", both parts in the
+   server's file name encoding. False if `name` is not of that form. */
+static bool aux_table_path(const char *name, std::string *path) {
+  const char *slash = strchr(name, '/');
+  if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/')) return false;
+  std::string db(name, slash - name);
+  char db_enc[FN_REFLEN], table_enc[FN_REFLEN];
+  tablename_to_filename(db.c_str(), db_enc, sizeof(db_enc));
+  tablename_to_filename(slash + 1, table_enc, sizeof(table_enc));
+  *path = std::string("./") + db_enc + "/" + table_enc;
+  return true;
+}
+
+int tidesdb::ft_aux_table_check(THD *thd, struct st_mysql_sys_var *, void *save,
+                                struct st_mysql_value *value) {
+  char buff[STRING_BUFFER_USUAL_SIZE];
+  int len = sizeof(buff);
+  const char *name = value->val_str(value, buff, &len);
+  std::string path;
+  /* As innodb_ft_aux_table: only a table with a FULLTEXT index (or '' / NULL). */
+  if (name && *name && (!aux_table_path(name, &path) || !tdb_ft_table_has_index(path.c_str())))
+    return 1;
+  *static_cast<const char **>(save) = name == buff ? thd_strmake(thd, name, len) : name;
+  return 0;
+}
+
+namespace Show {
+static ST_FIELD_INFO ft_index_table_fields[] = {
+    Column("KEY_NAME", Varchar(NAME_CHAR_LEN), NOT_NULL),
+    Column("WORD", Varchar(337), NOT_NULL),
+    Column("DOC_COUNT", ULonglong(), NOT_NULL),
+    Column("OCCURRENCES", ULonglong(), NOT_NULL),
+    CEnd()};
+}  // namespace Show
+
+namespace {
+struct Ft_index_table_fill {
+  THD *thd;
+  TABLE *table;
+};
+
+int store_ft_word(void *ctx, const char *key_name, size_t key_name_len, const uint8_t *word,
+                  size_t word_len, uint64_t doc_count, uint64_t occurrences) {
+  Ft_index_table_fill *f = static_cast<Ft_index_table_fill *>(ctx);
+  TABLE *t = f->table;
+  t->field[0]->store(key_name, key_name_len, system_charset_info);
+  t->field[1]->store((const char *)word, word_len, &my_charset_utf8mb4_bin);
+  t->field[2]->store((longlong)doc_count, true);
+  t->field[3]->store((longlong)occurrences, true);
+  return schema_table_store_record(f->thd, t) ? 1 : 0;
+}
+}  // namespace
+
+static int ft_index_table_fill(THD *thd, TABLE_LIST *tables, COND *) {
+  /* InnoDB's INNODB_FT_INDEX_TABLE asks the same. */
+  if (check_global_access(thd, PROCESS_ACL)) return 0;
+  std::string name = ft_aux_table(), path;
+  if (name.empty() || !aux_table_path(name.c_str(), &path)) return 0;
+  Ft_index_table_fill fill = {thd, tables->table};
+  int st = tdb_ft_index_words(path.c_str(), store_ft_word, &fill);
+  if (st == TDB_NO_SUCH_TABLE) return 0; /* dropped since it was named */
+  if (st && !thd->is_error())
+    my_printf_error(ER_GET_ERRNO, "TidesDB: cannot read the FULLTEXT indexes of %s: %s", MYF(0),
+                    name.c_str(), tdb_last_error());
+  return st ? 1 : 0;
+}
+
+struct st_mysql_information_schema tidesdb::ft_index_table_info = {
+    MYSQL_INFORMATION_SCHEMA_INTERFACE_VERSION};
+
+int tidesdb::ft_index_table_init(void *p) {
+  ST_SCHEMA_TABLE *schema = (ST_SCHEMA_TABLE *)p;
+  schema->fields_info = Show::ft_index_table_fields;
+  schema->fill_table = ft_index_table_fill;
   return 0;
 }

@@ -33,10 +33,20 @@ int ft_stopword_table_check(THD *thd, struct st_mysql_sys_var *var, void *save,
                             struct st_mysql_value *value);
 extern struct st_mysql_information_schema ft_default_stopword_info;
 int ft_default_stopword_init(void *p);
+/* tidesdb_ft_aux_table (tidesdb_plugin.cc): 'db/table' whose FULLTEXT indexes
+   INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE lists (a copy: '' if unset). */
+std::string ft_aux_table();
+/* Its check function: refuses (ER_WRONG_VALUE_FOR_VAR) a name that is not a TidesDB
+   table with a FULLTEXT index, as InnoDB does for innodb_ft_aux_table. */
+int ft_aux_table_check(THD *thd, struct st_mysql_sys_var *var, void *save,
+                       struct st_mysql_value *value);
+extern struct st_mysql_information_schema ft_index_table_info;
+int ft_index_table_init(void *p);
 }  // namespace tidesdb
 
-/* INFORMATION_SCHEMA.TIDESDB_FT_DEFAULT_STOPWORD (like INNODB_FT_DEFAULT_STOPWORD):
-   appended to the plugin library's declarations. */
+/* INFORMATION_SCHEMA.TIDESDB_FT_DEFAULT_STOPWORD (like INNODB_FT_DEFAULT_STOPWORD)
+   and TIDESDB_FT_INDEX_TABLE (like INNODB_FT_INDEX_TABLE: the words of the indexes
+   of tidesdb_ft_aux_table): appended to the plugin library's declarations. */
 #define TIDESDB_FT_INFORMATION_SCHEMA_PLUGINS                                              \
   {MYSQL_INFORMATION_SCHEMA_PLUGIN,                                                        \
    &tidesdb::ft_default_stopword_info,                                                     \
@@ -45,6 +55,19 @@ int ft_default_stopword_init(void *p);
    "Default stopword list of TidesDB FULLTEXT indexes",                                    \
    PLUGIN_LICENSE_GPL,                                                                     \
    tidesdb::ft_default_stopword_init,                                                      \
+   NULL,                                                                                   \
+   0x0001,                                                                                 \
+   NULL,                                                                                   \
+   NULL,                                                                                   \
+   "0.1.0",                                                                                \
+   MariaDB_PLUGIN_MATURITY_BETA},                                                          \
+  {MYSQL_INFORMATION_SCHEMA_PLUGIN,                                                        \
+   &tidesdb::ft_index_table_info,                                                          \
+   "TIDESDB_FT_INDEX_TABLE",                                                               \
+   "TidesDB for MariaDB authors",                                                          \
+   "Words of the FULLTEXT indexes of tidesdb_ft_aux_table",                                \
+   PLUGIN_LICENSE_GPL,                                                                     \
+   tidesdb::ft_index_table_init,                                                           \
    NULL,                                                                                   \
    0x0001,                                                                                 \
    NULL,                                                                                   \

@@ -198,6 +198,18 @@ static MYSQL_THDVAR_STR(ft_user_stopword_table, PLUGIN_VAR_OPCMDARG | PLUGIN_VAR
                         "The stopword list of FULLTEXT indexes this session builds, over "
                         "tidesdb_ft_server_stopword_table (like innodb_ft_user_stopword_table)",
                         tidesdb::ft_stopword_table_check, NULL, NULL);
+static char *sysvar_ft_aux_table;
+static MYSQL_SYSVAR_STR(ft_aux_table, sysvar_ft_aux_table, PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_MEMALLOC,
+                        "'db/table' of a TidesDB table whose FULLTEXT indexes' words "
+                        "INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE lists (like "
+                        "innodb_ft_aux_table)",
+                        tidesdb::ft_aux_table_check, NULL, NULL);
+std::string tidesdb::ft_aux_table() {
+  mysql_mutex_lock(&LOCK_global_system_variables);
+  std::string name = sysvar_ft_aux_table ? sysvar_ft_aux_table : "";
+  mysql_mutex_unlock(&LOCK_global_system_variables);
+  return name;
+}
 const char *tidesdb::ft_server_stopword_table() { return sysvar_ft_server_stopword_table; }
 const char *tidesdb::ft_user_stopword_table(THD *thd) {
   return THDVAR(thd, ft_user_stopword_table);
@@ -205,6 +217,7 @@ const char *tidesdb::ft_user_stopword_table(THD *thd) {
 /* ---- end of FULLTEXT settings ---- */
 
 static struct st_mysql_sys_var *tidesdb_system_variables[] = {
+    MYSQL_SYSVAR(ft_aux_table),
     MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(ft_max_token_size),
     MYSQL_SYSVAR(ft_enable_stopword),

@@ -462,7 +462,12 @@ int tdb_cursor_entry(tdb_cursor *cursor, const uint8_t **key, size_t *key_len,
 /* ---- FOREIGN KEY constraints (ffi/src/foreign_keys.rs: catalog, format, locking) -- */
 
 /* A table's keys, recorded so constraints can find the index serving them. */
-enum tdb_key_flags { TDB_KEY_PRIMARY = 1, TDB_KEY_UNIQUE = 2, TDB_KEY_UNUSABLE = 4 };
+enum tdb_key_flags {
+  TDB_KEY_PRIMARY = 1,
+  TDB_KEY_UNIQUE = 2,
+  TDB_KEY_UNUSABLE = 4,
+  TDB_KEY_FULLTEXT = 8
+};
 enum tdb_key_part_flags { TDB_PART_NULLABLE = 1, TDB_PART_DESC = 2, TDB_PART_PREFIX = 4 };
 struct tdb_key_part_def {
   const char *column;
@@ -598,6 +603,16 @@ void tdb_ft_result_rewind(tdb_ft_result *res);
 /* Relevance of the row with this primary key; 0 if it does not match. */
 float tdb_ft_result_relevance(const tdb_ft_result *res, const uint8_t *pk, size_t len);
 void tdb_ft_result_free(tdb_ft_result *res);
+/* The words of table `name`'s FULLTEXT indexes ('db/t' or './db/t'), read at one
+   snapshot, in key order then word order: cb once per (index, word) with the number
+   of rows holding the word and its occurrences in them; a non-zero return of cb
+   stops the walk. TDB_NO_SUCH_TABLE: no such table. */
+typedef int (*tdb_ft_word_cb)(void *ctx, const char *key_name, size_t key_name_len,
+                              const uint8_t *word, size_t word_len, uint64_t doc_count,
+                              uint64_t occurrences);
+int tdb_ft_index_words(const char *name, tdb_ft_word_cb cb, void *ctx);
+/* 1 if table `name` is a TidesDB table with a FULLTEXT index, else 0. */
+int tdb_ft_table_has_index(const char *name);
 /* ---- SPATIAL indexes -------------------------------------------------------------
  * A SPATIAL index is a secondary index (its own column family) whose entry key is
  * the 8-byte Hilbert prefix of tdb_spatial_key followed by the primary key, and

@@ -13,7 +13,7 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `keys/<table name>` | u8 version = 1, u32 LE n_keys, per key: u32 LE engine_index, u32 LE flags ([`KEY_PRIMARY`], [`KEY_UNIQUE`], [`KEY_UNUSABLE`]), str name, u32 LE n_parts, per part: str column, str type signature, u32 LE length (the key part's byte length), u32 LE flags ([`PART_NULLABLE`], [`PART_DESC`], [`PART_PREFIX`]) |
+//! | `keys/<table name>` | u8 version = 1, u32 LE n_keys, per key: u32 LE engine_index, u32 LE flags ([`KEY_PRIMARY`], [`KEY_UNIQUE`], [`KEY_UNUSABLE`], [`KEY_FULLTEXT`]), str name, u32 LE n_parts, per part: str column, str type signature, u32 LE length (the key part's byte length), u32 LE flags ([`PART_NULLABLE`], [`PART_DESC`], [`PART_PREFIX`]) |
 //! | `fk/<child table name>` | u8 version = 1, u32 LE n, per constraint: str name, str parent table name, u32 LE n_cols, n_cols x str child column, n_cols x str parent column, u8 on_delete, u8 on_update (the server's `enum_fk_option`) |
 //!
 //! Table names are the server's paths without the leading `./` (`db/t1`), as in
@@ -52,6 +52,9 @@ pub const KEY_PRIMARY: u32 = 1;
 pub const KEY_UNIQUE: u32 = 2;
 /// FULLTEXT, SPATIAL and hash keys: never serve a constraint.
 pub const KEY_UNUSABLE: u32 = 4;
+/// A FULLTEXT key (also [`KEY_UNUSABLE`]): what `INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE`
+/// lists. Keys recorded before the flag existed lack it.
+pub const KEY_FULLTEXT: u32 = 8;
 pub const PART_NULLABLE: u32 = 1;
 pub const PART_DESC: u32 = 2;
 /// A prefix part (`KEY (a(10))`): never serves a constraint.
@@ -754,6 +757,14 @@ impl ForeignKeys {
             c.keys.remove(name);
             c.fks.remove(name);
             Ok(())
+        })
+    }
+
+    /// The keys recorded for table `name` (empty if none are).
+    pub fn keys(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<Vec<KeyDef>> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            Ok(c.keys.get(name).cloned().unwrap_or_default())
         })
     }
 

@@ -5,11 +5,13 @@
 //! - [`settings`]: an index's settings, fixed when it is built, and where they live.
 //! - [`parser`]: the query language, InnoDB's grammar and syntax errors.
 //! - [`eval`]: InnoDB's evaluation and relevance.
+//! - [`inspect`]: the words of an index, for `INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE`.
 //!
 //! A query reads postings in the caller's transaction and, for phrases and WITH
 //! QUERY EXPANSION, the rows' documents through a callback of the shim (InnoDB
 //! reads the rows too).
 pub mod eval;
+pub mod inspect;
 pub mod parser;
 pub mod postings;
 pub mod settings;

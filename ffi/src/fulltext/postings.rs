@@ -115,6 +115,13 @@ pub fn posting_value(positions: &[u32]) -> Vec<u8> {
     v
 }
 
+/// The term frequency of a posting (its first varint), without its positions.
+pub fn term_frequency(value: &[u8]) -> FfiResult<u32> {
+    let mut buf = value;
+    get_varint(&mut buf)
+        .ok_or_else(|| FfiError::new(Status::Corruption, "damaged fulltext posting"))
+}
+
 pub fn decode_positions(value: &[u8]) -> FfiResult<Vec<u32>> {
     let bad = || FfiError::new(Status::Corruption, "damaged fulltext posting");
     let mut buf = value;

@@ -137,3 +137,50 @@ fn relevance_is_tf_idf_squared() {
     let idf = (4.0f64 / 2.0).log10();
     assert_eq!(r, vec![(2, (idf * idf) as f32), (3, (idf * idf) as f32)]);
 }
+
+#[test]
+fn index_words_count_rows_and_occurrences_and_skip_the_settings_key() {
+    use super::inspect::{index_words, WordCount};
+    use tidesdb_core::{CfOptions, Db, DbOptions, Isolation};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let cf = db.create_cf("t1.i1", CfOptions::default()).expect("cf");
+    let settings = Settings::legacy();
+    let mut txn = db.begin(Isolation::ReadCommitted);
+    super::settings::set_for_index(&mut txn, &cf, Settings::current(None)).expect("settings");
+    apply_document(
+        &mut txn,
+        &cf,
+        &settings,
+        b"k1",
+        &doc(&["tide tide moon"]),
+        true,
+    )
+    .expect("put");
+    apply_document(
+        &mut txn,
+        &cf,
+        &settings,
+        b"k2",
+        &doc(&["moon", "tide"]),
+        true,
+    )
+    .expect("put");
+    apply_document(&mut txn, &cf, &settings, b"k3", &doc(&["sea"]), true).expect("put");
+    apply_document(&mut txn, &cf, &settings, b"k3", &doc(&["sea"]), false).expect("delete");
+    txn.commit().expect("commit");
+
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    let mut out = Vec::new();
+    index_words(&mut txn, &cf, |w| {
+        out.push(w);
+        Ok(())
+    })
+    .expect("words");
+    let w = |word: &str, doc_count, occurrences| WordCount {
+        word: word.as_bytes().to_vec(),
+        doc_count,
+        occurrences,
+    };
+    assert_eq!(out, vec![w("moon", 2, 2), w("tide", 2, 3)]);
+}
