@@ -344,6 +344,30 @@ static int tidesdb_commit(THD *thd, bool all) {
   return 0;
 }
 
+/* Called (serialised by the server) in the commit order of every engine and the
+   binlog, before commit(): the commit becomes visible here, so a consistent snapshot
+   (taken under the same lock) is one commit point across engines. It may run in
+   another session's thread: no my_error here; the outcome is kept in the engine
+   transaction and tidesdb_commit returns it. */
+static void tidesdb_commit_ordered(THD *thd, bool all) {
+  tdb_trx *trx = get_trx(thd, false);
+  if (trx && ends_transaction(thd, all)) tdb_trx_commit_ordered(trx);
+}
+
+/* The transaction coordinator (binlog, tc log) keeps what it needs to commit the
+   prepared transactions again at recovery until the engine says the commits so far
+   are durable (commit_ordered does not wait for their fsync). */
+static void tidesdb_commit_checkpoint_request(void *cookie) {
+  if (int st = tdb_sync_wal()) {
+    /* Not notified: the coordinator keeps its recovery information; the next
+       request tries again. */
+    sql_print_warning("TidesDB: syncing the log for a commit checkpoint failed: %s (status %d)",
+                      tdb_last_error(), st);
+    return;
+  }
+  commit_checkpoint_notify_ha(cookie);
+}
+
 static int tidesdb_rollback(THD *thd, bool all) {
   tdb_trx *trx = get_trx(thd, false);
   if (!trx) return 0;
@@ -578,6 +602,8 @@ static int tidesdb_init(void *p) {
   TIDESDB_HTON_SET(h, savepoint_rollback_can_release_mdl, tidesdb_savepoint_can_release_mdl);
   TIDESDB_HTON_SET(h, close_connection, tidesdb_close_connection);
   TIDESDB_HTON_SET(h, start_consistent_snapshot, tidesdb_start_consistent_snapshot);
+  TIDESDB_HTON_SET(h, commit_ordered, tidesdb_commit_ordered);
+  TIDESDB_HTON_SET(h, commit_checkpoint_request, tidesdb_commit_checkpoint_request);
   TIDESDB_HTON_SET(h, kill_query, tidesdb_kill_query);
   TIDESDB_HTON_SET(h, drop_database, tidesdb_drop_database);
   TIDESDB_HTON_SET(h, show_status, tidesdb_show_status);

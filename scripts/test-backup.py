@@ -15,8 +15,8 @@ exactly the transfers whose commit GTID the backup's GTID covers (none after);
 the XA transactions prepared at that point still prepared; CHECK TABLE clean. It is
 then made a replica of the primary from the backup's GTID, catches up, and must equal
 the primary table by table. The dump, loaded into that server, must hold the totals,
-and in each engine every balance must match that engine's ledger (one snapshot per
-engine; how many transfers only one engine's snapshot has is printed).
+in each engine every balance must match that engine's ledger, and both engines'
+ledgers must hold the same transfers (one commit point across engines).
 
 Options: --rows N (rows of filler data, for larger backups), --seconds S (load after
 the backup), --keep (leave servers running). Prints backup time and throughput."""
@@ -405,11 +405,13 @@ def main():
             die("dump: %s does not match its ledger %s (not one snapshot)" % (acct, ledger))
     tl = set(x[0] for x in q(r, "SELECT id FROM t_ledger").rows)
     il = set(x[0] for x in q(r, "SELECT id FROM i_ledger").rows)
-    # Across engines the dump's snapshot is not one commit point yet: TidesDB makes
-    # a commit visible in commit(), not in commit_ordered() (README, Backup and restore).
-    say("mariadb-dump --single-transaction: totals hold and each engine's balances match "
-        "its ledger (%d / %d transfers; %d in one engine's snapshot only)"
-        % (len(tl), len(il), len(tl ^ il)))
+    # One commit point across engines: TidesDB makes a commit visible in
+    # commit_ordered(), which the server orders with InnoDB's and the snapshot.
+    if tl != il:
+        die("dump: the TidesDB and InnoDB snapshots differ: %d transfers in one engine's "
+            "only (e.g. %s)" % (len(tl ^ il), sorted(tl ^ il)[:5]))
+    say("mariadb-dump --single-transaction: totals hold, each engine's balances match "
+        "its ledger, both engines at one commit point (%d transfers)" % len(tl))
 
     if not opts.keep:
         restored.stop()

@@ -321,6 +321,15 @@ int tdb_trx_stmt_commit(tdb_trx *trx);
 /* Undoes the statement's writes only. */
 int tdb_trx_stmt_rollback(tdb_trx *trx);
 int tdb_trx_commit(tdb_trx *trx);
+/* The server's commit_ordered(): makes the commit visible now, in the order the
+   server calls it for every engine; a prepared transaction's commit record is not
+   waited for (its prepare is durable; tdb_sync_wal makes the commits durable).
+   Keeps the outcome for the tdb_trx_commit that follows, which returns it. May be
+   called from another session's thread. */
+void tdb_trx_commit_ordered(tdb_trx *trx);
+/* Makes every commit written so far durable (the server's commit checkpoint
+   request). */
+int tdb_sync_wal(void);
 int tdb_trx_rollback(tdb_trx *trx);
 /* Two-phase commit (XA, and the binlog's group commit). Prepare makes the
    transaction's writes durable but invisible and keeps its locks; tdb_trx_commit /

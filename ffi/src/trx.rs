@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tidesdb_core::{CancelHandle, Isolation, Savepoint, Txn};
+use tidesdb_core::{CancelHandle, CommitOptions, Isolation, Savepoint, Txn};
 
 use crate::engine::engine;
 use crate::raw;
@@ -35,6 +35,9 @@ pub struct Trx {
     wsrep_slot: Option<u32>,
     /// The engine transaction listed for brute-force aborts (wsrep.rs).
     wsrep_member: Option<u64>,
+    /// The outcome of [`Trx::commit_ordered`], which the server's `commit()` that
+    /// follows it reports ([`Trx::commit`]).
+    ordered_outcome: Option<FfiResult<()>>,
 }
 
 /// InnoDB's default innodb_lock_wait_timeout.
@@ -64,6 +67,7 @@ impl Default for Trx {
             cancel: Arc::new(Mutex::new(None)),
             wsrep_slot: None,
             wsrep_member: None,
+            ordered_outcome: None,
         }
     }
 }
@@ -71,6 +75,7 @@ impl Default for Trx {
 impl Trx {
     pub fn begin(&mut self, level: Isolation) -> FfiResult<()> {
         if self.txn.is_none() {
+            self.ordered_outcome = None;
             let txn = engine()?.db.begin(level);
             *self.cancel.lock() = Some(txn.cancel_handle());
             self.txn = Some(txn);
@@ -144,14 +149,39 @@ impl Trx {
     }
 
     pub fn commit(&mut self) -> FfiResult<()> {
+        if let Some(outcome) = self.ordered_outcome.take() {
+            return outcome;
+        }
+        self.commit_with(CommitOptions::default())
+    }
+
+    fn commit_with(&mut self, opts: CommitOptions) -> FfiResult<()> {
         match self.finish() {
             Some(txn) => {
-                txn.commit()?;
+                txn.commit_with(opts)?;
                 crate::stats::COMMITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             None => Ok(()),
         }
+    }
+
+    /// The server's `commit_ordered()`: called in the order transactions commit in
+    /// every engine and the binlog (serialised by the server), it makes the commit
+    /// visible, so a snapshot taken under the same order (START TRANSACTION WITH
+    /// CONSISTENT SNAPSHOT) sees one commit point in every engine. A prepared
+    /// transaction's commit is written without waiting for an fsync: its prepare
+    /// is durable and the coordinator (binlog or tc log) commits it again at
+    /// recovery, until the engine says it is durable (`tdb_sync_wal` answering
+    /// the server's commit checkpoint request). The outcome is kept for the
+    /// `commit()` that follows: this call may run in another session's thread.
+    pub fn commit_ordered(&mut self) {
+        let prepared = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.prepared_xid().is_some());
+        let outcome = self.commit_with(CommitOptions { sync: !prepared });
+        self.ordered_outcome = Some(outcome);
     }
 
     pub fn rollback(&mut self) {
@@ -165,7 +195,7 @@ impl Trx {
     pub fn write_position(&mut self, xid: &[u8]) -> FfiResult<()> {
         // Stored already (at prepare), or nothing of the transaction is in
         // this engine.
-        if self.wsrep_slot.is_some() {
+        if self.wsrep_slot.is_some() || self.ordered_outcome.is_some() {
             return Ok(());
         }
         let txn = self.txn()?;
@@ -300,6 +330,22 @@ pub unsafe extern "C" fn tdb_trx_stmt_commit(trx: *mut Trx) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn tdb_trx_stmt_rollback(trx: *mut Trx) -> c_int {
     with_trx(trx, Trx::stmt_rollback)
+}
+
+/// # Safety
+/// `trx` must be a live handle (its session's `commit()` is not running).
+#[no_mangle]
+pub unsafe extern "C" fn tdb_trx_commit_ordered(trx: *mut Trx) {
+    with_trx(trx, |t| {
+        t.commit_ordered();
+        Ok(())
+    });
+}
+
+/// Makes every commit written so far durable (the server's commit checkpoint).
+#[no_mangle]
+pub extern "C" fn tdb_sync_wal() -> c_int {
+    guard(|| Ok(engine()?.db.sync_wal()?))
 }
 
 /// # Safety

@@ -664,7 +664,9 @@ impl Txn {
     /// [`Txn::commit`] with options: `CommitOptions { sync: false }` appends
     /// the commit to the WAL (ordered before any later commit) and makes it
     /// visible without waiting for an fsync, even in `SyncMode::Full`. A
-    /// later synced commit makes it durable as well (the WAL is a prefix).
+    /// later synced commit makes it durable as well (the WAL is a prefix). A
+    /// prepared transaction's commit record is then not waited for either: until
+    /// it is durable, a crash leaves the transaction prepared (its prepare is).
     pub fn commit_with(mut self, opts: CommitOptions) -> Result<()> {
         if self.done {
             return Err(Error::TransactionDone);
@@ -683,7 +685,7 @@ impl Txn {
             let ops = self.collect_ops()?;
             let r = self
                 .db
-                .submit(ops, false, true, ReqKind::CommitPrepared(xid), self.id)
+                .submit(ops, false, opts.sync, ReqKind::CommitPrepared(xid), self.id)
                 .map(|_| ());
             if r.is_err() {
                 // Still prepared (durably): hand it over to the database so
