@@ -30,11 +30,13 @@ all: plugin
 setup:
 	@bash scripts/setup-mariadb.sh
 
-# target/plugin/ha_tidesdb.so and target/plugin/tidesdb-backup (tools/backup)
+# target/plugin/ha_tidesdb.so, target/plugin/tidesdb-backup (tools/backup) and
+# target/plugin/wsrep_sst_tidesdb (tools/sst, the Galera SST method)
 plugin: setup
 	$(PLUGIN_BUILD_ENV) $(CARGO) build --release -p ha_tidesdb -p tidesdb-backup
 	@bash scripts/link-plugin.sh
 	@install -m 0755 $(RUST_OUT)/tidesdb-backup $(PLUGIN_OUT)/tidesdb-backup
+	@install -m 0755 tools/sst/wsrep_sst_tidesdb $(PLUGIN_OUT)/wsrep_sst_tidesdb
 
 # A server under var/ with TidesDB as the default engine (MARIADB=11.8: Debian 13's
 # 11.8 in its root, under var-11.8/, port 3398).
