@@ -117,8 +117,10 @@ test-shim-compat: setup
 test-11.8:
 	$(MAKE) MARIADB=11.8 test-mtr test-conformance
 
-# Galera clusters (2 nodes, mtr's galera configs) with TidesDB tables: replication,
-# conflicts and brute-force aborts, kill -9 + IST (mysql-test/tidesdb_galera; ~1.5 min).
+# Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
+# replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,
+# a node joined by SST (wsrep_sst_method=tidesdb) under writes
+# (mysql-test/tidesdb_galera; ~4 min).
 test-galera: plugin
 	@bash scripts/setup-galera.sh
 	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
