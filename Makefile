@@ -123,6 +123,7 @@ test-11.8:
 # (mysql-test/tidesdb_galera; ~4 min).
 test-galera: plugin
 	@bash scripts/setup-galera.sh
+	@bash tools/sst/test-joiner-checks.sh
 	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
 
 
