@@ -30,11 +30,13 @@ all: plugin
 setup:
 	@bash scripts/setup-mariadb.sh
 
-# target/plugin/ha_tidesdb.so and target/plugin/tidesdb-backup (tools/backup)
+# target/plugin/ha_tidesdb.so, target/plugin/tidesdb-backup (tools/backup) and
+# target/plugin/wsrep_sst_tidesdb (tools/sst, the Galera SST method)
 plugin: setup
 	$(PLUGIN_BUILD_ENV) $(CARGO) build --release -p ha_tidesdb -p tidesdb-backup
 	@bash scripts/link-plugin.sh
 	@install -m 0755 $(RUST_OUT)/tidesdb-backup $(PLUGIN_OUT)/tidesdb-backup
+	@install -m 0755 tools/sst/wsrep_sst_tidesdb $(PLUGIN_OUT)/wsrep_sst_tidesdb
 
 # A server under var/ with TidesDB as the default engine (MARIADB=11.8: Debian 13's
 # 11.8 in its root, under var-11.8/, port 3398).
@@ -115,10 +117,13 @@ test-shim-compat: setup
 test-11.8:
 	$(MAKE) MARIADB=11.8 test-mtr test-conformance
 
-# Galera clusters (2 nodes, mtr's galera configs) with TidesDB tables: replication,
-# conflicts and brute-force aborts, kill -9 + IST (mysql-test/tidesdb_galera; ~1.5 min).
+# Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
+# replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,
+# a node joined by SST (wsrep_sst_method=tidesdb) under writes
+# (mysql-test/tidesdb_galera; ~4 min).
 test-galera: plugin
 	@bash scripts/setup-galera.sh
+	@bash tools/sst/test-joiner-checks.sh
 	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
 
 

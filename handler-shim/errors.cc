@@ -44,6 +44,10 @@ const char *private_error_text(int ha_error) {
     return "TidesDB: writes are refused";
   case HA_ERR_TIDESDB_INTERNAL: return "TidesDB: internal error";
   case HA_ERR_TIDESDB_NOT_OPEN: return "TidesDB: the engine is not open";
+  case HA_ERR_TIDESDB_WSREP_TWO_ENGINES:
+    return "TidesDB: a Galera transaction cannot write TidesDB tables after writing InnoDB "
+           "tables (the server would certify it twice, which aborts the node); commit the "
+           "InnoDB changes first";
   default: return NULL;
   }
 }

@@ -13,6 +13,7 @@
 #include <wsrep_api.h>
 
 #include "ha_tidesdb.h"
+#include "errors.h"
 #include "foreign_keys.h"
 
 namespace tidesdb {
@@ -162,11 +163,30 @@ void wsrep_init_handlerton(handlerton *hton) {
 
 using namespace tidesdb;
 
+/* True if the transaction (or the statement) has written an engine other than
+   ours that replicates by the server's wsrep hooks (InnoDB). The server certifies
+   a transaction once per such engine (prepare_or_error in sql/handler.cc calls
+   wsrep_before_prepare before each one's prepare), and Galera aborts the node on
+   the second certification. Only this order can be refused here: when TidesDB
+   is written first, no engine call comes between InnoDB's write and the commit. */
+static bool other_replicating_engine_written(THD *thd, handlerton *self) {
+  for (THD_TRANS *t : {&thd->transaction->stmt, &thd->transaction->all})
+    for (Ha_trx_info *hi = t->ha_list; hi; hi = hi->next())
+      if (hi->ht() != self && (hi->ht()->flags & HTON_WSREP_REPLICATION) &&
+          hi->is_trx_read_write())
+        return true;
+  return false;
+}
+
 int ha_tidesdb::wsrep_row_keys(uint32_t change, const std::vector<tdb_op> &ops,
                                const std::vector<uint> &op_keys, const uchar *old_rec,
                                const uchar *new_rec) {
   THD *thd = ha_thd();
   if (!wsrep_certifies(thd, table)) return 0;
+  if (other_replicating_engine_written(thd, ht)) {
+    m_last_error.clear();
+    return HA_ERR_TIDESDB_WSREP_TWO_ENGINES;
+  }
   std::vector<tdb_wsrep_entry> entries;
   entries.reserve(ops.size());
   for (size_t i = 0; i < ops.size(); i++) {

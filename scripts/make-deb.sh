@@ -3,6 +3,8 @@
 # as Debian packages MariaDB's own engines (mariadb-plugin-rocksdb is the model):
 #   /usr/lib/mysql/plugin/ha_tidesdb.so        the plugin (stripped)
 #   /usr/bin/tidesdb-backup                    when the build made one
+#   /usr/bin/wsrep_sst_tidesdb                 Galera SST method (tools/sst), beside the
+#                                              server's wsrep_sst_* scripts
 #   /etc/mysql/mariadb.conf.d/60-tidesdb.cnf   the load line and the defaults (conffile)
 #   /usr/share/doc/mariadb-plugin-tidesdb/     copyright, changelog.Debian.gz
 # and Depends: on exactly the server packages it was built against: a plugin loads only
@@ -96,6 +98,10 @@ if [ -x "$BUILD/tidesdb-backup" ]; then
     chmod 0644 "$STAGE/usr/share/man/man1/tidesdb-backup.1.gz"
   fi
 fi
+# The Galera state transfer method wsrep_sst_method=tidesdb, where the server looks
+# for wsrep_sst_<method> (its own scripts' folder).
+mkdir -p "$STAGE/usr/bin"
+install -m 0755 "$ROOT/tools/sst/wsrep_sst_tidesdb" "$STAGE/usr/bin/wsrep_sst_tidesdb"
 install -m 0644 "$SRC/$CNF_NAME" "$STAGE/etc/mysql/mariadb.conf.d/$CNF_NAME"
 install -m 0644 "$SRC/copyright" "$STAGE/usr/share/doc/$PKG/copyright"
 # Lintian overrides, each with its reason, once there is one (none today).
@@ -135,6 +141,7 @@ Architecture: amd64
 Maintainer: $MAINT
 Installed-Size: $installed_size
 Depends: mariadb-server (= $server_version), mariadb-server-core (= $server_version), $shlibs
+Suggests: mariadb-backup (= $server_version), galera-4
 Section: database
 Priority: optional
 Description: TidesDB storage engine for MariaDB

@@ -29,7 +29,7 @@ depends=$(dpkg-query -W -f='${Depends}' mariadb-plugin-tidesdb)
 grep -qF "mariadb-server (= $server)" <<<"$depends" ||
   fail "the package does not depend on exactly mariadb-server $server"
 for f in /usr/lib/mysql/plugin/ha_tidesdb.so /etc/mysql/mariadb.conf.d/60-tidesdb.cnf \
-         /usr/bin/tidesdb-backup; do
+         /usr/bin/tidesdb-backup /usr/bin/wsrep_sst_tidesdb; do
   [ -e "$f" ] || fail "$f not installed"
 done
 

@@ -6,12 +6,21 @@ package My::Suite::TidesDB_galera;
 use warnings;
 use lib 'suite';
 use wsrep::common;
+use Cwd 'abs_path';
+use File::Basename;
 
 @ISA = qw(My::Suite);
 
 return wsrep_not_ok() if wsrep_not_ok();
 return "mariadb-backup (the state transfer method) is not installed"
   unless `sh -c "command -v mariadb-backup"`;
+
+# The nodes' SST method (tidesdb.cnf) is the project's tools/sst/wsrep_sst_tidesdb,
+# found by the server in PATH as it finds its own wsrep_sst_* scripts; this
+# suite folder is mounted from the project's mysql-test/.
+my $sst_dir = abs_path(dirname(abs_path(__FILE__)) . "/../../tools/sst");
+return "wsrep_sst_tidesdb not found at $sst_dir" unless -x "$sst_dir/wsrep_sst_tidesdb";
+$ENV{PATH} = "$sst_dir:$ENV{PATH}";
 
 push @::global_suppressions,
   (
