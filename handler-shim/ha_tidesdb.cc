@@ -139,10 +139,17 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
     /* The row holds every column. Clustered, unless a part is a prefix (or a BLOB):
        the server then expects an index-only read of another key to put the primary
        key's columns in the record (index merge filters those rows by the primary key
-       ranges), and an entry carries only the encoded prefix. */
+       ranges), and an entry carries only the encoded prefix. While the server
+       opens the share it asks per part, before the later parts have their field
+       (table.cc): those are judged by the share's field of their fieldnr, or else
+       the key would look not whole and its first parts get HA_KEYREAD_ONLY. */
     bool whole = true;
-    for (uint p = 0; p < key->user_defined_key_parts; p++)
-      whole = whole && part_is_covered(&key->key_part[p]);
+    for (uint p = 0; p < key->user_defined_key_parts; p++) {
+      KEY_PART_INFO kp = key->key_part[p];
+      if (!kp.field && kp.fieldnr && kp.fieldnr <= table_share->fields)
+        kp.field = table_share->field[kp.fieldnr - 1];
+      whole = whole && part_is_covered(&kp);
+    }
     return flags | (whole ? tidesdb_compat::CLUSTERED_PK_FLAGS : HA_KEYREAD_ONLY);
   }
   /* A window search: forward only, in no useful order, never index-only. */
