@@ -352,7 +352,7 @@ bool read_stopword_table(THD *thd, const char *name, std::string *packed,
   } else {
     TABLE *t = tl.table;
     Field *f = t->s->fields ? t->field[0] : nullptr;
-    if (!f || my_strcasecmp(system_charset_info, f->field_name.str, "value"))
+    if (!f || !tidesdb_compat::ident_eq(f->field_name.str, "value"))
       sql_print_error("TidesDB: invalid column name for stopword table %s. Its first column "
                       "must be named as 'value'.",
                       name);

@@ -136,14 +136,22 @@ ulong ha_tidesdb::index_flags(uint idx, uint part, bool all_parts) const {
   if (is_fulltext(&table_share->key_info[idx])) return 0; /* read by ft_read only */
   const KEY *key = &table_share->key_info[idx];
   if (idx == table_share->primary_key) {
-    /* The row holds every column. Clustered, unless a part is a prefix (or a BLOB):
-       the server then expects an index-only read of another key to put the primary
-       key's columns in the record (index merge filters those rows by the primary key
-       ranges), and an entry carries only the encoded prefix. */
+    /* The row holds every column. A key with a prefix (or BLOB) part gets
+       PREFIX_PK_FLAGS (server_compat.h): a clustered key makes the server expect an
+       index-only read of another key to put the key's columns in the record (index
+       merge filters those rows by the key's ranges), and an entry carries only the
+       encoded prefix (reads_pk_prefix_column). While the server
+       opens the share it asks per part, before the later parts have their field
+       (table.cc): those are judged by the share's field of their fieldnr, or else
+       the key would look not whole and its first parts get HA_KEYREAD_ONLY. */
     bool whole = true;
-    for (uint p = 0; p < key->user_defined_key_parts; p++)
-      whole = whole && part_is_covered(&key->key_part[p]);
-    return flags | (whole ? tidesdb_compat::CLUSTERED_PK_FLAGS : HA_KEYREAD_ONLY);
+    for (uint p = 0; p < key->user_defined_key_parts; p++) {
+      KEY_PART_INFO kp = key->key_part[p];
+      if (!kp.field && kp.fieldnr && kp.fieldnr <= table_share->fields)
+        kp.field = table_share->field[kp.fieldnr - 1];
+      whole = whole && part_is_covered(&kp);
+    }
+    return flags | (whole ? tidesdb_compat::CLUSTERED_PK_FLAGS : tidesdb_compat::PREFIX_PK_FLAGS);
   }
   /* A window search: forward only, in no useful order, never index-only. */
   if (is_spatial(key)) return HA_READ_NEXT | HA_READ_RANGE | HA_KEY_SCAN_NOT_ROR;
@@ -1052,6 +1060,23 @@ int ha_tidesdb::read_row_by_pk(uchar *buf, const uint8_t *pk, size_t pk_len) {
   return unpack_row(buf, value, len);
 }
 
+/* Does the statement read a column of the primary key that an index entry holds only
+   a prefix of (a prefix or BLOB part)? Then an index-only read must read the row:
+   index merge positions rows and, on 11.x where such a key is clustered
+   (PREFIX_PK_FLAGS), filters them by the key's ranges from the record. */
+bool ha_tidesdb::reads_pk_prefix_column() const {
+  if (m_hidden_pk || table->s->primary_key >= m_key_fully_covered.size() ||
+      m_key_fully_covered[table->s->primary_key])
+    return false;
+  const KEY &pk = table->key_info[table->s->primary_key];
+  for (uint p = 0; p < pk.user_defined_key_parts; p++) {
+    const KEY_PART_INFO *kp = &pk.key_part[p];
+    if (!part_is_covered(kp) && bitmap_is_set(table->read_set, kp->field->field_index))
+      return true;
+  }
+  return false;
+}
+
 /* Returned by fetch_entry_row when a locking read finds the entry's row gone or no
    longer matching the entry: the cursor moves on. */
 static const int ROW_GONE = -1;
@@ -1096,7 +1121,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
      cannot restore. Such a key's rows are read whole (mtr index_merge_prefix_pk). */
   bool index_only = keyread_enabled() && keyread == m_cursor_key &&
                     m_cursor_key < m_key_fully_covered.size() &&
-                    m_key_fully_covered[m_cursor_key];
+                    m_key_fully_covered[m_cursor_key] && !reads_pk_prefix_column();
   if (icp || index_only) {
     /* Index-only read (the entry carries every column the server reads), or the
        pushed condition checked on the entry before the row is read. */

@@ -357,6 +357,7 @@ private:
   /* index_next / index_prev, and index_first / index_last. */
   int index_step(uchar *buf, bool forward);
   int index_edge(uchar *buf, bool first);
+  bool reads_pk_prefix_column() const;
   int fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const uint8_t *v,
                       size_t vlen);
   /* The pushed index condition (if any, for this cursor's key) checked on record

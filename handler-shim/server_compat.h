@@ -77,6 +77,18 @@ static const unsigned long CLUSTERED_PK_FLAGS = HA_CLUSTERED_INDEX;
 #else
 static const unsigned long CLUSTERED_PK_FLAGS = HA_KEYREAD_ONLY | HA_CLUSTERED_INDEX;
 #endif
+/* index_flags of a primary key with a prefix (or BLOB) part (see 3. above): the row
+   holds every column, but an index-only read of another key cannot restore such a
+   part. 11.x costs a range of a key without HA_CLUSTERED_INDEX as index reads plus
+   row reads, so there the key is clustered, as InnoDB's, and an index-only read
+   that must give such a column reads the row (ha_tidesdb.cc, fetch_entry_row).
+   10.11's costs are the engine's own either way: not clustered, so index merge never
+   filters by the key's ranges. */
+#if MYSQL_VERSION_ID >= 110000
+static const unsigned long PREFIX_PK_FLAGS = HA_CLUSTERED_INDEX;
+#else
+static const unsigned long PREFIX_PK_FLAGS = HA_KEYREAD_ONLY;
+#endif
 /* What the measured rows per key value are divided by for the optimizer (see 3.). */
 #if MYSQL_VERSION_ID >= 110000
 static const unsigned long REC_PER_KEY_DIVISOR = 1;
