@@ -349,7 +349,14 @@ impl Txn {
                 continue;
             }
             let no = self.db.next_file.fetch_add(1, Ordering::SeqCst);
-            let run = Run::write(&self.db.dir, no, &v.mem, WS_BASE, &self.db.cache)?;
+            let run = Run::write(
+                &self.db.dir,
+                no,
+                &v.mem,
+                WS_BASE,
+                &self.db.cache,
+                self.db.opts.keys.is_configured(),
+            )?;
             v.runs.push(Arc::new(run));
             v.mem = Arc::new(Memtable::new());
             v.gen += 1;
