@@ -60,10 +60,10 @@ pub struct DbOptions {
     /// Where the keys of encrypted files come from (`crypto/`). Without a
     /// provider, encrypted files are refused (`Error::KeyUnavailable`).
     pub keys: crate::crypto::Keyring,
-    /// Encrypt new WAL segments, prepared-transaction spill files and spill
-    /// runs with this key id of `keys` (`None`: written in the clear, except
-    /// spill runs, which take a process-local random key whenever `keys` has
-    /// a provider).
+    /// Encrypt new WAL segments and prepared-transaction spill files with
+    /// this key id of `keys` (`None`: in the clear). Spill runs are encrypted
+    /// under a process-local random key when this is set or their column
+    /// family is encrypted.
     pub log_encryption_key: Option<u32>,
 }
 

@@ -42,7 +42,10 @@ impl Db {
                         file: f.table.path.clone(),
                         key_id: id,
                         key_version: version,
-                        detail: b.reason.clone(),
+                        detail: b
+                            .reason
+                            .rsplit_once(": ")
+                            .map_or_else(|| b.reason.clone(), |(_, d)| d.to_string()),
                     });
                 }
             }

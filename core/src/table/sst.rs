@@ -1127,6 +1127,15 @@ impl Table {
                 *offset,
             ),
             Error::Io { source, .. } => (source.to_string(), 0),
+            Error::KeyUnavailable {
+                key_id,
+                key_version,
+                detail,
+                ..
+            } => (
+                format!("encryption key {key_id} version {key_version} is not available: {detail}"),
+                0,
+            ),
             e => (e.to_string(), 0),
         };
         let key = match err {

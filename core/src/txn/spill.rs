@@ -9,9 +9,10 @@
 //! all versions are kept (savepoints), no compression, 64 KiB blocks, bloom
 //! filter 10 bits/key. Spill files are never referenced by the manifest and
 //! are not durable (no crash needs them): they are deleted when the last
-//! reader of the run goes away and at every open. When the database has a
-//! key provider (`DbOptions::keys`), every run is an encrypted table
-//! (version 2) under a random key of its own that only this process knows.
+//! reader of the run goes away and at every open. A run of an encrypted
+//! column family, or any run when the WAL is encrypted
+//! (`DbOptions::log_encryption_key`), is an encrypted table (version 2)
+//! under a random key of its own that only this process knows.
 //!
 //! A run carries a *limit*: entries with an op above it were rolled back
 //! (`rollback_to` lowers the limit instead of rewriting the file; runs made

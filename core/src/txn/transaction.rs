@@ -355,7 +355,8 @@ impl Txn {
                 &v.mem,
                 WS_BASE,
                 &self.db.cache,
-                self.db.opts.keys.is_configured(),
+                // The rows of an encrypted family, or any when the log is.
+                w.cf.opts.encryption_key.is_some() || self.db.opts.log_encryption_key.is_some(),
             )?;
             v.runs.push(Arc::new(run));
             v.mem = Arc::new(Memtable::new());
