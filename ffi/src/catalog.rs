@@ -1306,10 +1306,21 @@ impl Catalog {
             // An encrypted table whose key the key management plugin does
             // not have is refused by name; the other tables work.
             db.check_encryption(&cf).map_err(|e| {
-                FfiError::new(
-                    Status::KeyUnavailable,
-                    format!("table {key} cannot be opened: {e}"),
-                )
+                let message = match e {
+                    tidesdb_core::Error::KeyUnavailable {
+                        file,
+                        key_id,
+                        key_version,
+                        detail,
+                    } => format!(
+                        "table {key} cannot be opened: encryption key {key_id} version \
+                         {key_version} ({}) is not available: {detail}",
+                        file.file_name()
+                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                    ),
+                    e => format!("table {key} cannot be opened: {e}"),
+                };
+                FfiError::new(Status::KeyUnavailable, message)
             })?;
             cfs.push(cf);
         }

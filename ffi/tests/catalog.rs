@@ -616,7 +616,6 @@ fn encrypted_table_without_its_key_is_refused_by_name() {
     // Nor can a new encrypted table be created without the key.
     let err = catalog
         .create_with(&db, "./d/enc2", 1, 1, &enc)
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert_eq!(err.status, Status::KeyUnavailable);
 }

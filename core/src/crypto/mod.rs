@@ -373,6 +373,7 @@ pub(crate) mod test_keys {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::test_keys::*;
     use super::*;
