@@ -29,6 +29,7 @@ int to_ha_error(int status, THD *thd) {
   case TDB_READ_ONLY: return HA_ERR_TIDESDB_READ_ONLY;
   case TDB_NOT_OPEN: return HA_ERR_TIDESDB_NOT_OPEN;
   case TDB_ABORTED: return HA_ERR_ABORTED_BY_USER;
+  case TDB_KEY_UNAVAILABLE: return HA_ERR_TIDESDB_KEY_UNAVAILABLE;
   case TDB_INVALID:
   case TDB_INTERNAL:
   default: return HA_ERR_TIDESDB_INTERNAL;
@@ -44,6 +45,9 @@ const char *private_error_text(int ha_error) {
     return "TidesDB: writes are refused";
   case HA_ERR_TIDESDB_INTERNAL: return "TidesDB: internal error";
   case HA_ERR_TIDESDB_NOT_OPEN: return "TidesDB: the engine is not open";
+  case HA_ERR_TIDESDB_KEY_UNAVAILABLE:
+    /* which table and key follow in the engine's message */
+    return "TidesDB: encryption key not available";
   case HA_ERR_TIDESDB_WSREP_TWO_ENGINES:
     return "TidesDB: a Galera transaction cannot write TidesDB tables after writing InnoDB "
            "tables (the server would certify it twice, which aborts the node); commit the "

@@ -214,6 +214,12 @@ int ha_tidesdb::create(const char *name, TABLE *form, HA_CREATE_INFO *info) {
   ulonglong auto_inc = info->auto_increment_value ? info->auto_increment_value : 1;
   tdb_table_options opts;
   table_options_of(form->s, &opts);
+  if (tidesdb_encrypt_tables == TIDESDB_ENCRYPT_FORCE && !opts.encrypted) {
+    my_printf_error(ER_ILLEGAL_HA_CREATE_OPTION,
+                    "TidesDB: tidesdb_encrypt_tables=FORCE: a table cannot be ENCRYPTED=NO",
+                    MYF(0));
+    return HA_WRONG_CREATE_OPTION;
+  }
   /* Version 1 of the rows' columns: each stored field's id is its field index
      (row_codec.h). */
   std::vector<uint32_t> ids;

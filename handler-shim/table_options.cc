@@ -12,6 +12,10 @@ void table_options_of(const TABLE_SHARE *share, tdb_table_options *out) {
   out->bloom_bits_per_key = o ? (uint32_t)o->bloom_bits : 10;
   out->block_size = o ? (uint32_t)o->block_size : 4096;
   out->value_separation_threshold = o ? o->value_threshold : 0;
+  uint enc = o ? o->encrypted : TIDESDB_ENCRYPTED_DEFAULT;
+  out->encrypted = enc == TIDESDB_ENCRYPTED_YES ||
+                   (enc == TIDESDB_ENCRYPTED_DEFAULT && tidesdb_encrypt_tables != TIDESDB_ENCRYPT_OFF);
+  out->encryption_key_id = o ? (uint32_t)o->encryption_key_id : 1;
 }
 
 }  // namespace tidesdb

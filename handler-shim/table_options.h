@@ -21,7 +21,15 @@ struct ha_table_option_struct {
   ulonglong bloom_bits;         /* bloom filter bits per key, 0 = none */
   ulonglong block_size;         /* bytes of a data block before compression */
   ulonglong value_threshold;    /* value log threshold in bytes, 0 = never */
+  uint encrypted;               /* index in "DEFAULT,YES,NO" (ENCRYPTED=, as InnoDB's) */
+  ulonglong encryption_key_id;  /* ENCRYPTION_KEY_ID= (key management plugin's key id) */
 };
+
+/* tidesdb_encrypt_tables (as innodb_encrypt_tables): whether ENCRYPTED=DEFAULT
+   tables are encrypted, and whether ENCRYPTED=NO is refused. */
+enum tidesdb_encrypt_tables_mode { TIDESDB_ENCRYPT_OFF, TIDESDB_ENCRYPT_ON, TIDESDB_ENCRYPT_FORCE };
+extern ulong tidesdb_encrypt_tables;
+enum { TIDESDB_ENCRYPTED_DEFAULT, TIDESDB_ENCRYPTED_YES, TIDESDB_ENCRYPTED_NO };
 
 namespace tidesdb {
 

@@ -166,6 +166,35 @@ static MYSQL_SYSVAR_UINT(force_recovery, sysvar_force_recovery,
                          "or CURRENT file",
                          NULL, NULL, 0, 0, 3, 0);
 
+/* Encryption at rest with the server's key management plugin (README, "Encryption
+   at rest"), as innodb_encrypt_tables / innodb_encrypt_log. */
+static const char *encrypt_tables_names[] = {"OFF", "ON", "FORCE", NullS};
+static TYPELIB encrypt_tables_typelib = {array_elements(encrypt_tables_names) - 1, "",
+                                         encrypt_tables_names, NULL};
+ulong tidesdb_encrypt_tables;
+static MYSQL_SYSVAR_ENUM(encrypt_tables, tidesdb_encrypt_tables, PLUGIN_VAR_RQCMDARG,
+                         "Encrypt new tables: OFF (only ENCRYPTED=YES ones), ON (all but "
+                         "ENCRYPTED=NO ones), FORCE (all; ENCRYPTED=NO is refused). The keys "
+                         "come from the key management plugin (ENCRYPTION_KEY_ID, default 1)",
+                         NULL, NULL, TIDESDB_ENCRYPT_OFF, &encrypt_tables_typelib);
+static my_bool sysvar_encrypt_log;
+static MYSQL_SYSVAR_BOOL(encrypt_log, sysvar_encrypt_log,
+                         PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_READONLY,
+                         "Encrypt the write-ahead log (segments written from the start on) with "
+                         "key 1 of the key management plugin",
+                         NULL, NULL, FALSE);
+
+static uint32_t server_key_latest_version(uint32_t key_id) {
+  return encryption_key_get_latest_version(key_id);
+}
+static uint32_t server_key_get(uint32_t key_id, uint32_t version, unsigned char *buf,
+                               uint32_t *len) {
+  unsigned int n = *len;
+  unsigned int rc = encryption_key_get(key_id, version, buf, &n);
+  *len = n;
+  return rc;
+}
+
 static uint sysvar_ft_min_token_size;
 static MYSQL_SYSVAR_UINT(ft_min_token_size, sysvar_ft_min_token_size,
                          PLUGIN_VAR_RQCMDARG | PLUGIN_VAR_READONLY,
@@ -224,6 +253,8 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_server_stopword_table),
     MYSQL_SYSVAR(ft_user_stopword_table),
     MYSQL_SYSVAR(force_recovery),
+    MYSQL_SYSVAR(encrypt_tables),
+    MYSQL_SYSVAR(encrypt_log),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(lock_escalation_threshold),
     MYSQL_SYSVAR(sync_mode),
@@ -249,6 +280,8 @@ ha_create_table_option table_option_list[] = {
     HA_TOPTION_SYSVAR("BLOOM_BITS", bloom_bits, bloom_bits_per_key),
     HA_TOPTION_SYSVAR("BLOCK_SIZE", block_size, block_size),
     HA_TOPTION_SYSVAR("VALUE_THRESHOLD", value_threshold, value_separation_threshold),
+    HA_TOPTION_ENUM("ENCRYPTED", encrypted, "DEFAULT,YES,NO", 0),
+    HA_TOPTION_NUMBER("ENCRYPTION_KEY_ID", encryption_key_id, 1, 1, 0xFFFFFFFFULL, 1),
     HA_TOPTION_END};
 }  // namespace tidesdb
 
@@ -551,6 +584,9 @@ static int tidesdb_init(void *p) {
   opts.background_threads = sysvar_background_threads;
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
   opts.force_recovery = sysvar_force_recovery;
+  opts.encrypt_log = sysvar_encrypt_log ? 1 : 0;
+  opts.key_latest_version = server_key_latest_version;
+  opts.key_get = server_key_get;
   tdb_ft_set_min_token_size(sysvar_ft_min_token_size);
   tdb_ft_set_max_token_size(sysvar_ft_max_token_size);
   if (int st = tdb_engine_open(dir.c_str(), &opts)) {

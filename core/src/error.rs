@@ -55,6 +55,15 @@ pub enum Error {
         expected: u32,
         got: u32,
     },
+    /// An encrypted file's key is not available (no key provider, the key
+    /// management plugin does not have that key id or version), or the key
+    /// it has does not match the one the file was written with.
+    KeyUnavailable {
+        file: PathBuf,
+        key_id: u32,
+        key_version: u32,
+        detail: String,
+    },
 }
 
 impl Error {
@@ -133,6 +142,17 @@ impl Error {
                 expected: *expected,
                 got: *got,
             },
+            Error::KeyUnavailable {
+                file,
+                key_id,
+                key_version,
+                detail,
+            } => Error::KeyUnavailable {
+                file: file.clone(),
+                key_id: *key_id,
+                key_version: *key_version,
+                detail: detail.clone(),
+            },
         }
     }
 }
@@ -177,6 +197,16 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "checksum mismatch in {} at offset {offset}: expected {expected:#010x}, got {got:#010x}",
+                file.display()
+            ),
+            Error::KeyUnavailable {
+                file,
+                key_id,
+                key_version,
+                detail,
+            } => write!(
+                f,
+                "encryption key {key_id} version {key_version} of {} is not available: {detail}",
                 file.display()
             ),
         }

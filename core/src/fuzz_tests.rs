@@ -136,6 +136,7 @@ fn fuzz_manifest_edits() {
             num_entries: rng.gen(),
             smallest: random_bytes(&mut rng, 8),
             largest: random_bytes(&mut rng, 8),
+            encrypted: false,
         };
         let ops = vec![
             EditOp::CreateCf {
@@ -190,7 +191,7 @@ fn fuzz_manifest_edits() {
 fn build_table(dir: &std::path::Path, comp: Compression) -> Vec<u8> {
     let p = sst::table_path(dir, 1);
     let _ = std::fs::remove_file(&p);
-    let mut b = TableBuilder::create(p.clone(), 256, comp, 10).unwrap();
+    let mut b = TableBuilder::create(p.clone(), 256, comp, 10, None).unwrap();
     for i in 0..300u32 {
         let kind = if i % 7 == 0 { Kind::Delete } else { Kind::Put };
         b.add(
@@ -207,7 +208,7 @@ fn build_table(dir: &std::path::Path, comp: Compression) -> Vec<u8> {
 
 fn exercise_table(path: std::path::PathBuf, no: u64) {
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let Ok(t) = Table::open(path, no, cache) else {
+    let Ok(t) = Table::open(path, no, cache, &crate::crypto::Keyring::default()) else {
         return;
     };
     let t = Arc::new(t);
@@ -313,7 +314,14 @@ fn fuzz_value_log() {
     w.finish().unwrap();
     let path = crate::vlog::file::vlog_path(d.path(), 1);
     let orig = std::fs::read(&path).unwrap();
-    let f = VlogFile::open(d.path(), 1, crate::vlog::file::VlogFormat::Records, None).unwrap();
+    let f = VlogFile::open(
+        d.path(),
+        1,
+        crate::vlog::file::VlogFormat::Records,
+        None,
+        &crate::crypto::Keyring::default(),
+    )
+    .unwrap();
     for _ in 0..iters(2000) {
         let (p, v) = &recs[rng.gen_range(0..recs.len())];
         let mut enc = Vec::new();
@@ -338,6 +346,7 @@ fn fuzz_value_log() {
             2 + round as u64,
             crate::vlog::file::VlogFormat::Records,
             None,
+            &crate::crypto::Keyring::default(),
         )
         .unwrap();
         for (p, v) in &recs {
@@ -373,7 +382,14 @@ fn fuzz_wal_segment_value_log() {
         vals.push((p, v));
     }
     std::fs::write(crate::vlog::file::vlog_path(d.path(), 1), &data).unwrap();
-    let f = VlogFile::open(d.path(), 1, VlogFormat::WalSegment, None).unwrap();
+    let f = VlogFile::open(
+        d.path(),
+        1,
+        VlogFormat::WalSegment,
+        None,
+        &crate::crypto::Keyring::default(),
+    )
+    .unwrap();
     for _ in 0..iters(2000) {
         let (p, v) = &vals[rng.gen_range(0..vals.len())];
         let mut enc = Vec::new();
@@ -396,7 +412,14 @@ fn fuzz_wal_segment_value_log() {
         let bad = mutate(&mut rng, &data);
         let no = 2 + round as u64;
         std::fs::write(crate::vlog::file::vlog_path(d.path(), no), &bad).unwrap();
-        let f = VlogFile::open(d.path(), no, VlogFormat::WalSegment, None).unwrap();
+        let f = VlogFile::open(
+            d.path(),
+            no,
+            VlogFormat::WalSegment,
+            None,
+            &crate::crypto::Keyring::default(),
+        )
+        .unwrap();
         for (p, v) in &vals {
             if let Ok(got) = f.read(&Ptr { file: no, ..*p }) {
                 assert_eq!(&*got, v.as_slice(), "a damaged value was returned");

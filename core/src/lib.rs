@@ -17,6 +17,7 @@
 // Foundation: small modules every concept may use.
 mod bytes;
 mod coding;
+mod crypto;
 mod error;
 mod fsutil;
 mod fxhash;
@@ -43,6 +44,7 @@ mod read_cost_tests;
 
 pub use bytes::SharedBytes;
 pub use compaction::pacer::DEFAULT_COMPACTION_RATE;
+pub use crypto::{KeyProvider, Keyring};
 pub use db::checkpoint::{read_checkpoint_info, CheckpointInfo, CHECKPOINT_FILE};
 pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};

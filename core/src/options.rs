@@ -57,6 +57,14 @@ pub struct DbOptions {
     ///    missing `CURRENT`: the newest `MANIFEST-*` file is read.
     /// Damaged table and value log files are set aside at every level, 0 too.
     pub force_recovery: u8,
+    /// Where the keys of encrypted files come from (`crypto/`). Without a
+    /// provider, encrypted files are refused (`Error::KeyUnavailable`).
+    pub keys: crate::crypto::Keyring,
+    /// Encrypt new WAL segments and prepared-transaction spill files with
+    /// this key id of `keys` (`None`: in the clear). Spill runs are encrypted
+    /// under a process-local random key when this is set or their column
+    /// family is encrypted.
+    pub log_encryption_key: Option<u32>,
 }
 
 impl Default for DbOptions {
@@ -68,6 +76,8 @@ impl Default for DbOptions {
             background_threads: 1,
             use_direct_reads: false,
             force_recovery: 0,
+            keys: crate::crypto::Keyring::default(),
+            log_encryption_key: None,
         }
     }
 }
@@ -91,6 +101,9 @@ pub struct CfOptions {
     /// (separated when the memtable is flushed; tables hold a pointer).
     /// `None` = never.
     pub value_separation_threshold: Option<usize>,
+    /// Encrypt the family's table and value log files with this key id of
+    /// `DbOptions::keys` (latest version at each write). `None`: in the clear.
+    pub encryption_key: Option<u32>,
 }
 
 impl Default for CfOptions {
@@ -100,6 +113,7 @@ impl Default for CfOptions {
             bloom_bits_per_key: 10,
             block_size: 4096,
             value_separation_threshold: None,
+            encryption_key: None,
         }
     }
 }

@@ -45,7 +45,8 @@ enum tdb_status {
   TDB_INTERNAL = 14,      /* a bug in the engine (a caught panic) */
   TDB_ABORTED = 15,       /* the wait was cancelled (KILL QUERY) */
   TDB_DISK_FULL = 16,     /* the OS refused a write: no space left (ENOSPC, EDQUOT) */
-  TDB_FK_MALFORMED = 17   /* a FOREIGN KEY the engine cannot enforce (no index, types) */
+  TDB_FK_MALFORMED = 17,  /* a FOREIGN KEY the engine cannot enforce (no index, types) */
+  TDB_KEY_UNAVAILABLE = 18 /* an encrypted table's key is not in the key management plugin */
 };
 
 /* The message for the last non-OK status returned on the calling thread. */
@@ -63,6 +64,11 @@ struct tdb_engine_options {
   uint32_t background_threads;  /* flush + compaction threads */
   uint32_t use_direct_reads;    /* 0 or 1 */
   uint32_t force_recovery;      /* tidesdb_force_recovery: 0 = off, 1..3 = read-only levels */
+  uint32_t encrypt_log;         /* tidesdb_encrypt_log: 1 = new WAL segments encrypted (key 1) */
+  /* The server's key management (encryption_key_get_latest_version / encryption_key_get);
+     NULL without a plugin: encrypted tables are then refused with TDB_KEY_UNAVAILABLE. */
+  uint32_t (*key_latest_version)(uint32_t key_id);
+  uint32_t (*key_get)(uint32_t key_id, uint32_t version, unsigned char *buf, uint32_t *len);
 };
 
 /* Opens (creating if needed) the engine's directory and recovers it. Once per process. */
@@ -150,6 +156,8 @@ struct tdb_table_options {
   uint32_t block_size;                  /* bytes of a data block before compression, 512..1 MiB */
   uint64_t value_separation_threshold;  /* values of at least this many bytes go to the
                                            value log; 0 = never */
+  uint32_t encrypted;                   /* 1: files encrypted with encryption_key_id */
+  uint32_t encryption_key_id;           /* a key id of the key management plugin */
 };
 
 /* auto_increment: the AUTO_INCREMENT=N table option (1 when not given).

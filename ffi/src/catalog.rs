@@ -1303,6 +1303,25 @@ impl Catalog {
                     format!("column family {cf_name} of table {key} is missing"),
                 )
             })?;
+            // An encrypted table whose key the key management plugin does
+            // not have is refused by name; the other tables work.
+            db.check_encryption(&cf).map_err(|e| {
+                let message = match e {
+                    tidesdb_core::Error::KeyUnavailable {
+                        file,
+                        key_id,
+                        key_version,
+                        detail,
+                    } => format!(
+                        "table {key} cannot be opened: encryption key {key_id} version \
+                         {key_version} ({}) is not available: {detail}",
+                        file.file_name()
+                            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                    ),
+                    e => format!("table {key} cannot be opened: {e}"),
+                };
+                FfiError::new(Status::KeyUnavailable, message)
+            })?;
             cfs.push(cf);
         }
         let mut open = self.open_tables.lock();

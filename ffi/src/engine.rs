@@ -46,6 +46,12 @@ pub struct EngineOptions {
     /// `tidesdb_force_recovery`: 0 = off; 1..=3 open a damaged directory read-only,
     /// skipping more of what cannot be read at each level (README, "Forcing recovery").
     pub force_recovery: u32,
+    /// `tidesdb_encrypt_log`: 1 = new WAL segments (and prepared spill files
+    /// of unencrypted tables) are encrypted with key `encryption::LOG_KEY_ID`.
+    pub encrypt_log: u32,
+    /// The server's key management (NULL: no plugin; encrypted tables refused).
+    pub key_latest_version: Option<crate::encryption::LatestVersionFn>,
+    pub key_get: Option<crate::encryption::KeyGetFn>,
 }
 
 /// The highest `tidesdb_force_recovery` level.
@@ -106,7 +112,23 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
             .unwrap_or(defaults.background_threads),
         use_direct_reads: opts.use_direct_reads != 0,
         force_recovery: u8::try_from(opts.force_recovery).unwrap_or(u8::MAX),
+        keys: crate::encryption::keyring(opts.key_latest_version, opts.key_get),
+        log_encryption_key: (opts.encrypt_log != 0).then_some(crate::encryption::LOG_KEY_ID),
     };
+    if opts.encrypt_log != 0
+        && options
+            .keys
+            .latest_version(crate::encryption::LOG_KEY_ID)
+            .is_none()
+    {
+        return Err(FfiError::new(
+            Status::KeyUnavailable,
+            format!(
+                "tidesdb_encrypt_log=ON needs encryption key {} from a key management plugin                  (e.g. file_key_management), and there is none",
+                crate::encryption::LOG_KEY_ID
+            ),
+        ));
+    }
     if opts.force_recovery > MAX_FORCE_RECOVERY {
         return Err(FfiError::new(
             Status::Invalid,

@@ -27,6 +27,7 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod columns;
 pub mod cursor;
+pub mod encryption;
 pub mod engine;
 pub mod foreign_keys;
 pub mod fulltext;

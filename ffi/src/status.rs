@@ -29,6 +29,8 @@ pub enum Status {
     DiskFull = 16,
     /// A FOREIGN KEY definition the engine cannot enforce (InnoDB's errno 150).
     FkMalformed = 17,
+    /// An encrypted table's key is not available from the key management plugin.
+    KeyUnavailable = 18,
 }
 
 /// An error on its way to the C side: a status and a message for `tdb_last_error`.
@@ -63,6 +65,7 @@ impl From<CoreError> for FfiError {
             CoreError::Io { source, .. } if is_disk_full(source) => Status::DiskFull,
             CoreError::Io { .. } => Status::IoError,
             e if e.is_corruption() => Status::Corruption,
+            CoreError::KeyUnavailable { .. } => Status::KeyUnavailable,
             CoreError::ColumnFamilyNotFound(_) => Status::NoSuchTable,
             CoreError::ColumnFamilyExists(_) => Status::TableExists,
             CoreError::Conflict => Status::Conflict,

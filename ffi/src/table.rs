@@ -304,6 +304,9 @@ pub struct TableOptions {
     pub bloom_bits_per_key: u32,
     pub block_size: u32,
     pub value_separation_threshold: u64,
+    /// 1: the table's files are encrypted with key `encryption_key_id`.
+    pub encrypted: u32,
+    pub encryption_key_id: u32,
 }
 
 /// `TDB_COMPRESSION_*` of the header.
@@ -350,6 +353,7 @@ impl TableOptions {
                     invalid(format!("value separation threshold {t} is too large"))
                 })?),
             },
+            encryption_key: (self.encrypted != 0).then_some(self.encryption_key_id),
         })
     }
 }

@@ -226,6 +226,8 @@ fn table_options_apply_to_every_family() {
         bloom_bits_per_key: 3,
         block_size: 16384,
         value_separation_threshold: 2048,
+        encrypted: 0,
+        encryption_key_id: 1,
     };
     let check = |db: &Db, catalog: &Catalog| {
         let shared = catalog.open_table(db, "./d/t").expect("open");
@@ -553,4 +555,71 @@ fn column_versions_commit_with_the_index_list_and_survive_rename_truncate_and_re
     assert_eq!(after.current, 2);
     assert_eq!(after.versions.len(), 1);
     assert_eq!(after.current_columns(), v2.current_columns());
+}
+
+/// A key provider with one 32-byte key: id 1, version 1.
+struct OneKey;
+
+impl tidesdb_core::KeyProvider for OneKey {
+    fn latest_version(&self, key_id: u32) -> Option<u32> {
+        (key_id == 1).then_some(1)
+    }
+    fn key(&self, key_id: u32, version: u32) -> Option<Vec<u8>> {
+        (key_id == 1 && version == 1).then(|| vec![0x5a; 32])
+    }
+}
+
+#[test]
+fn encrypted_table_without_its_key_is_refused_by_name() {
+    use tidesdb_ffi::table::TableOptions;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let with_key = || DbOptions {
+        keys: tidesdb_core::Keyring::new(std::sync::Arc::new(OneKey)),
+        ..DbOptions::default()
+    };
+    let enc = TableOptions {
+        compression: 0,
+        compression_level: 0,
+        bloom_bits_per_key: 10,
+        block_size: 4096,
+        value_separation_threshold: 0,
+        encrypted: 1,
+        encryption_key_id: 1,
+    }
+    .to_cf_options()
+    .expect("valid");
+    {
+        let db = Db::open(dir.path(), with_key()).expect("open");
+        let catalog = Catalog::open(&db, false).expect("catalog");
+        catalog
+            .create_with(&db, "./d/enc", 1, 1, &enc)
+            .expect("create");
+        catalog
+            .create_with(&db, "./d/plain", 1, 1, &CfOptions::default())
+            .expect("create");
+        let shared = catalog.open_table(&db, "./d/enc").expect("open");
+        assert!(shared
+            .cfs()
+            .iter()
+            .all(|cf| cf.options().encryption_key == Some(1)));
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen without keys");
+    let catalog = Catalog::open(&db, false).expect("catalog");
+    let err = catalog.open_table(&db, "./d/enc").err().expect("refused");
+    assert_eq!(err.status, Status::KeyUnavailable);
+    assert!(
+        err.message.contains("table d/enc cannot be opened"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.contains("encryption key 1"), "{}", err.message);
+    catalog
+        .open_table(&db, "./d/plain")
+        .expect("the others open");
+    // Nor can a new encrypted table be created without the key.
+    let err = catalog
+        .create_with(&db, "./d/enc2", 1, 1, &enc)
+        .expect_err("refused");
+    assert_eq!(err.status, Status::KeyUnavailable);
 }

@@ -585,7 +585,8 @@ impl DbInner {
         paced: bool,
     ) -> Result<(Vec<Arc<FileHandle>>, VlogDelta)> {
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        let mut vo = crate::vlog::file::VlogOut::new(&self.dir, &alloc, None);
+        let mut vo = crate::vlog::file::VlogOut::new(&self.dir, &alloc, None)
+            .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
         let mut garbage: BTreeMap<u64, u64> = BTreeMap::new();
         let mut snaps = self.live_snapshots();
         snaps.push(u64::MAX);
@@ -658,18 +659,26 @@ impl DbInner {
             if let Some((_, b)) = builder.as_ref() {
                 if b.estimated_size() >= target {
                     if let Some((no, b)) = builder.take() {
-                        let (fm, t) = finish_table(b, no, &self.cache, self.dio.as_ref())?;
+                        let (fm, t) =
+                            finish_table(b, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
                         outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                     }
                 }
             }
             if builder.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                let path = sst::table_path(&self.dir, no);
+                let cipher = crate::crypto::FileCipher::for_new_file_if(
+                    &self.opts.keys,
+                    cf.opts.encryption_key,
+                    &path,
+                )?;
                 let b = TableBuilder::create(
-                    sst::table_path(&self.dir, no),
+                    path,
                     cf.opts.block_size,
                     cf.opts.compression,
                     cf.opts.bloom_bits_per_key,
+                    cipher,
                 )?;
                 *builder = Some((no, b));
             }
@@ -723,7 +732,8 @@ impl DbInner {
             }
             if let Some((no, b)) = builder.take() {
                 if b.num_entries() > 0 {
-                    let (fm, t) = finish_table(b, no, &self.cache, self.dio.as_ref())?;
+                    let (fm, t) =
+                        finish_table(b, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
                     outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                 } else {
                     let p = b.path().to_path_buf();
@@ -745,7 +755,7 @@ impl DbInner {
             vo.abort();
             return Err(e);
         }
-        let new_file = match finish_vlog(vo, &self.dir, self.dio.as_ref()) {
+        let new_file = match finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys) {
             Ok(v) => v,
             Err(e) => {
                 for f in &outputs {

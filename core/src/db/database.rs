@@ -252,6 +252,7 @@ fn open_prepared_spill(
     dir: &Path,
     files: &[(u64, u64)],
     cache: &Arc<BlockCache>,
+    keyring: &crate::crypto::Keyring,
 ) -> Result<(PrepFiles, PreparedKeys)> {
     use crate::iter::InternalIterator;
     let mut tables = Vec::new();
@@ -261,6 +262,7 @@ fn open_prepared_spill(
             crate::txn::spill::prep_path(dir, *no),
             *no,
             cache.clone(),
+            keyring,
         )?);
         let mut it = crate::table::sst::TableIter::new(t.clone());
         it.seek_to_first();
@@ -300,8 +302,10 @@ impl Db {
         &self.owner.inner
     }
 
-    /// Creates a column family (durable before returning).
+    /// Creates a column family (durable before returning). An encrypted one
+    /// needs its key (`Error::KeyUnavailable`).
     pub fn create_cf(&self, name: &str, opts: CfOptions) -> Result<Cf> {
+        self.check_new_encryption(name, &opts)?;
         self.inner().create_cf(name, opts)
     }
 
@@ -735,19 +739,36 @@ fn open_column_families(
                 // (or that is missing) does not stop the engine: it is
                 // quarantined, its key range answering with the error
                 // (`Db::quarantined_files`). Nothing on disk changes.
-                let t = match Table::open_with(path.clone(), fm.file_no, cache.clone(), dio) {
+                let t = match Table::open_with(
+                    path.clone(),
+                    fm.file_no,
+                    cache.clone(),
+                    dio,
+                    &opts.keys,
+                ) {
                     Ok(t) => t,
-                    Err(e) => Table::quarantined(
-                        path,
-                        fm.file_no,
-                        cache.clone(),
-                        &fm.smallest,
-                        &fm.largest,
-                        &e,
-                    ),
+                    Err(e) => {
+                        // An encrypted file's range is in the file only:
+                        // unreadable, it covers every key.
+                        let (lo, hi) = match fm.encrypted {
+                            true => (&[][..], &sst::UNKNOWN_RANGE_END[..]),
+                            false => (&fm.smallest[..], &fm.largest[..]),
+                        };
+                        Table::quarantined(path, fm.file_no, cache.clone(), lo, hi, &e)
+                    }
                 };
+                let mut meta = fm.clone();
+                if fm.encrypted {
+                    (meta.smallest, meta.largest) = match &t.broken {
+                        None => (
+                            t.props.smallest_user().to_vec(),
+                            t.props.largest_user().to_vec(),
+                        ),
+                        Some(b) => (b.smallest.clone(), b.largest.clone()),
+                    };
+                }
                 levels.levels[lvl].push(Arc::new(FileHandle {
-                    meta: fm.clone(),
+                    meta,
                     table: Arc::new(t),
                 }));
             }
@@ -757,9 +778,10 @@ fn open_column_families(
                 // A missing or unreadable value log file does not stop
                 // the engine: only reads of its values fail (as with a
                 // quarantined table file).
-                let f = crate::vlog::file::VlogFile::open(dir, *no, v.format, dio).unwrap_or_else(
-                    |e| crate::vlog::file::VlogFile::quarantined(dir, *no, v.format, &e),
-                );
+                let f = crate::vlog::file::VlogFile::open(dir, *no, v.format, dio, &opts.keys)
+                    .unwrap_or_else(|e| {
+                        crate::vlog::file::VlogFile::quarantined(dir, *no, v.format, &e)
+                    });
                 levels.vlogs.insert(*no, Arc::new(f));
             }
         }
@@ -790,6 +812,7 @@ fn replay_wal(
     cfs: &BTreeMap<u64, Arc<CfInner>>,
     level: u8,
     notes: &mut Vec<String>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<(u64, WalPrepares)> {
     let mut segs: Vec<u64> = names
         .iter()
@@ -801,7 +824,7 @@ fn replay_wal(
     let mut prepared: WalPrepares = BTreeMap::new();
     for (i, &n) in segs.iter().enumerate() {
         let path = wal::segment_path(dir, n);
-        let replayed = wal::read_segment(&path, i + 1 == segs.len(), |payload, off| {
+        let replayed = wal::read_segment_with(&path, i + 1 == segs.len(), keys, |payload, off| {
             let rec = batch::decode(payload)
                 .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
             let apply = |seq: u64, ops: Vec<Op>| {
@@ -860,6 +883,7 @@ fn flush_replayed_memtables(
     next_file: &AtomicU64,
     cache: &Arc<BlockCache>,
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<()> {
     for (id, cf) in cfs.iter() {
         let mem = cf.current().mem.clone();
@@ -869,7 +893,7 @@ fn flush_replayed_memtables(
         let no = next_file.fetch_add(1, Ordering::SeqCst);
         let alloc = || next_file.fetch_add(1, Ordering::SeqCst);
         let (fm, table, vlogs) =
-            build_table(dir, no, &cf.opts, &mem, cache, &[], dio, &alloc, None)?;
+            build_table(dir, no, &cf.opts, &mem, cache, &[], dio, &alloc, None, keys)?;
         if let Some(m) = state.cfs.get_mut(id) {
             m.levels[0].push(fm.clone());
             m.flushed_seq = m.flushed_seq.max(mem.max_seq());
@@ -959,10 +983,11 @@ fn open_spilled_prepares(
     cache: &Arc<BlockCache>,
     read_only: bool,
     notes: &mut Vec<String>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<Vec<(Vec<u8>, PrepFiles, PreparedKeys)>> {
     let mut spilled_prepares: Vec<(Vec<u8>, PrepFiles, PreparedKeys)> = Vec::new();
     for (xid, files) in &state.prepared_spills {
-        match open_prepared_spill(dir, files, cache) {
+        match open_prepared_spill(dir, files, cache, keys) {
             Ok((v, keys)) => spilled_prepares.push((xid.clone(), v, keys)),
             Err(e) if read_only => notes.push(format!(
                 "unreadable prepared-transaction file ({e}): that prepared transaction \
@@ -993,9 +1018,18 @@ impl DbInner {
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
         let dio = probe_direct_io(dir, &opts)?;
         let cfs = open_column_families(dir, &state, &cache, dio.as_ref(), uid, &opts);
-        let (last_seq, prepared) = replay_wal(dir, &names, &state, &cfs, level, &mut notes)?;
+        let (last_seq, prepared) =
+            replay_wal(dir, &names, &state, &cfs, level, &mut notes, &opts.keys)?;
         if !read_only {
-            flush_replayed_memtables(dir, &cfs, &mut state, &next_file, &cache, dio.as_ref())?;
+            flush_replayed_memtables(
+                dir,
+                &cfs,
+                &mut state,
+                &next_file,
+                &cache,
+                dio.as_ref(),
+                &opts.keys,
+            )?;
         }
         state.last_seq = last_seq;
         let mnum = next_file.fetch_add(1, Ordering::SeqCst);
@@ -1012,13 +1046,14 @@ impl DbInner {
         let mut w = if read_only {
             None
         } else {
-            Some(WalWriter::create(dir, wal_no)?)
+            Some(new_wal_segment(dir, wal_no, &opts)?)
         };
         relog_prepares(w.as_mut(), &prepared)?;
         if !read_only {
             remove_obsolete_files(dir, &names, &state, mnum);
         }
-        let spilled_prepares = open_spilled_prepares(dir, &state, &cache, read_only, &mut notes)?;
+        let spilled_prepares =
+            open_spilled_prepares(dir, &state, &cache, read_only, &mut notes, &opts.keys)?;
 
         let cur_file = w.as_ref().map(|w| w.file.clone());
         let inner = Arc::new(DbInner {
@@ -1621,17 +1656,25 @@ impl DbInner {
                     &self.dir,
                     &alloc,
                     cf.opts.value_separation_threshold,
-                );
+                )
+                .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
                 let r = (|| -> Result<()> {
                     it.seek_to_first();
                     while it.valid() {
                         if b.is_none() {
                             no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                            let path = sst::table_path(&self.dir, no);
+                            let cipher = crate::crypto::FileCipher::for_new_file_if(
+                                &self.opts.keys,
+                                cf.opts.encryption_key,
+                                &path,
+                            )?;
                             b = Some(TableBuilder::create(
-                                sst::table_path(&self.dir, no),
+                                path,
                                 cf.opts.block_size,
                                 cf.opts.compression,
                                 cf.opts.bloom_bits_per_key,
+                                cipher,
                             )?);
                         }
                         if let Some(tb) = b.as_mut() {
@@ -1643,8 +1686,13 @@ impl DbInner {
                             }
                             if tb.estimated_size() >= target {
                                 if let Some(tb) = b.take() {
-                                    let (fm, t) =
-                                        finish_table(tb, no, &self.cache, self.dio.as_ref())?;
+                                    let (fm, t) = finish_table(
+                                        tb,
+                                        no,
+                                        &self.cache,
+                                        self.dio.as_ref(),
+                                        &self.opts.keys,
+                                    )?;
                                     built.push((cf.id, fm, t));
                                 }
                             }
@@ -1663,11 +1711,12 @@ impl DbInner {
                     return Err(e);
                 }
                 // The value log is durable before the tables pointing into it.
-                if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref())? {
+                if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys)? {
                     vlogs.push((cf.id, v));
                 }
                 if let Some(tb) = b.take() {
-                    let (fm, t) = finish_table(tb, no, &self.cache, self.dio.as_ref())?;
+                    let (fm, t) =
+                        finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
                     built.push((cf.id, fm, t));
                 }
             }
@@ -1837,7 +1886,13 @@ impl DbInner {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
                 let path = crate::txn::spill::prep_path(&self.dir, no);
                 cur = Some(path.clone());
-                let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
+                let cipher = crate::crypto::FileCipher::for_new_file_if(
+                    &self.opts.keys,
+                    cf.opts.encryption_key.or(self.opts.log_encryption_key),
+                    &path,
+                )?;
+                let mut b =
+                    TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10, cipher)?;
                 it.seek_to_first();
                 while it.valid() {
                     let k = it.key();
@@ -1858,7 +1913,7 @@ impl DbInner {
                     continue;
                 }
                 b.finish()?;
-                let t = Table::open(path, no, self.cache.clone())?;
+                let t = Table::open(path, no, self.cache.clone(), &self.opts.keys)?;
                 cur = None;
                 files.push((cf.id, Arc::new(t)));
             }
@@ -2429,7 +2484,7 @@ impl DbInner {
             return Err(e);
         }
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-        let nw = WalWriter::create(&self.dir, no)?;
+        let nw = new_wal_segment(&self.dir, no, &self.opts)?;
         *self.current_wal_file.lock() = Some(nw.file.clone());
         if let Some(old) = w.wal.replace(nw) {
             self.wal_segments.lock().push((old.number, w.seg_max_seq));
@@ -2528,7 +2583,11 @@ impl DbInner {
                 &snaps,
                 self.dio.as_ref(),
                 &alloc,
-                Some(&adopt),
+                // An encrypted family's values must not stay in a WAL
+                // segment written in the clear.
+                (cf.opts.encryption_key.is_none() || self.opts.log_encryption_key.is_some())
+                    .then_some(&adopt),
+                &self.opts.keys,
             )?)
         };
         {
@@ -2822,6 +2881,14 @@ pub(crate) fn next_backoff(prev: Duration) -> Duration {
     (prev * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
 }
 
+/// A new WAL segment, encrypted with `DbOptions::log_encryption_key` if set.
+fn new_wal_segment(dir: &Path, no: u64, opts: &DbOptions) -> Result<WalWriter> {
+    let path = wal::segment_path(dir, no);
+    let cipher =
+        crate::crypto::FileCipher::for_new_file_if(&opts.keys, opts.log_encryption_key, &path)?;
+    WalWriter::create_encrypted(dir, no, cipher)
+}
+
 /// A value log file written by a job, opened, with its size.
 pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);
 
@@ -2830,6 +2897,7 @@ pub(crate) fn finish_vlog(
     vo: crate::vlog::file::VlogOut<'_>,
     dir: &Path,
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<Option<VlogOutFile>> {
     match vo.finish()? {
         None => Ok(None),
@@ -2839,6 +2907,7 @@ pub(crate) fn finish_vlog(
                 no,
                 crate::vlog::file::VlogFormat::Records,
                 dio,
+                keys,
             ) {
                 Ok(f) => Ok(Some((Arc::new(f), size))),
                 Err(e) => {
@@ -2939,9 +3008,11 @@ pub(crate) fn build_table(
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
     alloc: &dyn Fn() -> u64,
     adopt: Option<&WalAdoption>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<(FileMeta, Arc<Table>, Vec<FlushVlog>)> {
     let path = sst::table_path(dir, no);
-    let mut vo = crate::vlog::file::VlogOut::new(dir, alloc, opts.value_separation_threshold);
+    let mut vo = crate::vlog::file::VlogOut::new(dir, alloc, opts.value_separation_threshold)
+        .encrypted_with(keys, opts.encryption_key);
     // Adopted segments: segment -> (value log file, bytes referenced).
     let mut adopted: BTreeMap<u64, (Arc<crate::vlog::file::VlogFile>, u64)> = BTreeMap::new();
     let drop_adopted = |adopted: &BTreeMap<u64, (Arc<crate::vlog::file::VlogFile>, u64)>| {
@@ -2951,7 +3022,7 @@ pub(crate) fn build_table(
     };
     if let Some(a) = adopt.filter(|_| vo.threshold.is_some() && mem.has_wal_locs()) {
         for seg in segments_to_adopt(dir, mem, &vo, a) {
-            match crate::vlog::file::adopt_wal_segment(dir, seg, alloc(), dio) {
+            match crate::vlog::file::adopt_wal_segment(dir, seg, alloc(), dio, keys) {
                 Ok(f) => {
                     adopted.insert(seg, (Arc::new(f), 0));
                 }
@@ -2966,12 +3037,16 @@ pub(crate) fn build_table(
             }
         }
     }
-    let mut b = match TableBuilder::create(
-        path.clone(),
-        opts.block_size,
-        opts.compression,
-        opts.bloom_bits_per_key,
-    ) {
+    let mut b = match crate::crypto::FileCipher::for_new_file_if(keys, opts.encryption_key, &path)
+        .and_then(|cipher| {
+            TableBuilder::create(
+                path.clone(),
+                opts.block_size,
+                opts.compression,
+                opts.bloom_bits_per_key,
+                cipher,
+            )
+        }) {
         Ok(b) => b,
         Err(e) => {
             drop_adopted(&adopted);
@@ -3029,7 +3104,7 @@ pub(crate) fn build_table(
         let _ = std::fs::remove_file(&path);
         return Err(e);
     }
-    let written = match finish_vlog(vo, dir, dio) {
+    let written = match finish_vlog(vo, dir, dio, keys) {
         Ok(v) => v,
         Err(e) => {
             drop(b);
@@ -3059,7 +3134,7 @@ pub(crate) fn build_table(
             garbage: size - used.min(size),
         });
     }
-    match finish_table(b, no, cache, dio) {
+    match finish_table(b, no, cache, dio, keys) {
         Ok((fm, t)) => Ok((fm, t, vlogs)),
         Err(e) => {
             for v in &vlogs {
@@ -3075,6 +3150,7 @@ pub(crate) fn finish_table(
     no: u64,
     cache: &Arc<BlockCache>,
     dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    keys: &crate::crypto::Keyring,
 ) -> Result<(FileMeta, Arc<Table>)> {
     let path = b.path().to_path_buf();
     // A file that cannot be finished (no space, ...) must not stay behind.
@@ -3082,7 +3158,7 @@ pub(crate) fn finish_table(
         let _ = std::fs::remove_file(&path);
     })?;
     crate::metrics::TABLE_BYTES.add(size);
-    let t = Table::open_with(path.clone(), no, cache.clone(), dio).inspect_err(|_| {
+    let t = Table::open_with(path.clone(), no, cache.clone(), dio, keys).inspect_err(|_| {
         let _ = std::fs::remove_file(&path);
     })?;
     let fm = FileMeta {
@@ -3093,6 +3169,7 @@ pub(crate) fn finish_table(
         num_entries: props.num_entries,
         smallest: props.smallest_user().to_vec(),
         largest: props.largest_user().to_vec(),
+        encrypted: t.is_encrypted(),
     };
     Ok((fm, Arc::new(t)))
 }

@@ -9,4 +9,5 @@
 
 pub(crate) mod checkpoint;
 pub(crate) mod database;
+mod encryption;
 mod statistics;

@@ -137,6 +137,7 @@ mod tests {
             bloom_bits_per_key: 4,
             block_size: 8192,
             value_separation_threshold: Some(1000),
+            encryption_key: None,
         };
         {
             let db = Db::open(dir.path(), DbOptions::default()).unwrap();

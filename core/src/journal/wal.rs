@@ -26,6 +26,14 @@
 //! reported as `Error::Corruption`. Segments are fsynced when rotated, so only
 //! the last one can legitimately be torn.
 //!
+//! *Encrypted segment* (`DbOptions::log_encryption_key`): the segment starts
+//! with its 64-byte encryption header (`crypto/mod.rs`: key id, key version,
+//! nonce); the records follow at offset 64, each encrypted in place (AES-CTR
+//! at its file offset; the crc is over the plaintext). A reader knows it by
+//! the header's magic and checksum. No zeros are written ahead
+//! (`PREFILL_BYTES`): a torn tail is a partial or mismatching final record.
+//! Record offsets are file offsets either way (value locations, `WalLoc`).
+//!
 //! How the commit leader writes a group (the bytes above do not depend on it):
 //! [`Frames`] holds the group's records in one buffer, except values of at
 //! least [`OUT_OF_LINE`] bytes, which stay in the write set's shared buffers
@@ -37,6 +45,7 @@
 //! large value is copied by the kernel only, not into a frame buffer first.
 
 use crate::coding::{crc32, u32_at};
+use crate::crypto::{FileCipher, Keyring, HEADER_LEN};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -190,8 +199,7 @@ impl Frames {
         v
     }
 
-    /// The records as one buffer (tests).
-    #[cfg(test)]
+    /// The records as one buffer (an encrypted segment's append, tests).
     pub(crate) fn to_vec(&self) -> Vec<u8> {
         self.pieces().concat()
     }
@@ -263,6 +271,8 @@ pub(crate) struct WalWriter {
     /// Write zeros ahead of the appends (set by the commit leader for groups
     /// it fsyncs, see `PREFILL_BYTES`).
     pub prefill: bool,
+    /// Encrypts the segment when set (header at offset 0).
+    cipher: Option<FileCipher>,
 }
 
 /// Zeros written ahead of the appends, in this many bytes, while commits are
@@ -290,13 +300,36 @@ pub(crate) const PREFILL_BYTES: u64 = 1 << 20;
 pub(crate) const WRITEBACK_BYTES: u64 = 1 << 20;
 
 impl WalWriter {
+    #[cfg(test)]
     pub(crate) fn create(dir: &Path, number: u64) -> Result<WalWriter> {
+        WalWriter::create_encrypted(dir, number, None)
+    }
+
+    /// `create`, the segment encrypted with `cipher` if given.
+    pub(crate) fn create_encrypted(
+        dir: &Path,
+        number: u64,
+        cipher: Option<FileCipher>,
+    ) -> Result<WalWriter> {
+        use std::os::unix::fs::FileExt;
         let path = segment_path(dir, number);
         let file = OpenOptions::new()
             .create_new(true)
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(format!("create WAL {}", path.display()), e))?;
+        let mut size = 0;
+        if let Some(c) = &cipher {
+            let header = file
+                .write_all_at(&c.header(), 0)
+                .and_then(|_| file.sync_data());
+            if let Err(e) = header {
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Err(Error::io(format!("write WAL {}", path.display()), e));
+            }
+            size = HEADER_LEN as u64;
+        }
         if let Err(e) = crate::fsutil::sync_dir(dir) {
             drop(file);
             let _ = std::fs::remove_file(&path);
@@ -306,11 +339,12 @@ impl WalWriter {
             number,
             path,
             file: Arc::new(file),
-            size: 0,
+            size,
             torn: false,
             written_back: 0,
-            allocated: 0,
+            allocated: size,
             prefill: false,
+            cipher,
         })
     }
 
@@ -324,7 +358,8 @@ impl WalWriter {
             return;
         }
         self.allocated = self.size;
-        if !self.prefill || appended >= PREFILL_BYTES {
+        // Zeros decrypt to garbage: an encrypted segment is not prefilled.
+        if !self.prefill || appended >= PREFILL_BYTES || self.cipher.is_some() {
             return;
         }
         let end = self.size.div_ceil(PREFILL_BYTES) * PREFILL_BYTES;
@@ -367,6 +402,16 @@ impl WalWriter {
         if self.torn {
             return Err(Error::Poisoned);
         }
+        let sealed;
+        let framed = match &self.cipher {
+            Some(c) => {
+                let mut v = framed.to_vec();
+                c.apply(self.size, &mut v);
+                sealed = v;
+                &sealed[..]
+            }
+            None => framed,
+        };
         if let Err(e) = self.file.write_all_at(framed, self.size) {
             self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
@@ -391,6 +436,10 @@ impl WalWriter {
     pub(crate) fn append_frames(&mut self, frames: &Frames) -> Result<()> {
         if frames.ext.is_empty() {
             return self.append(&frames.buf);
+        }
+        if self.cipher.is_some() {
+            // Encrypted in one buffer (the values are copied once).
+            return self.append(&frames.to_vec());
         }
         if self.torn {
             return Err(Error::Poisoned);
@@ -417,6 +466,16 @@ impl WalWriter {
 pub(crate) fn read_segment(
     path: &Path,
     is_last: bool,
+    f: impl FnMut(&[u8], u64) -> Result<()>,
+) -> Result<u64> {
+    read_segment_with(path, is_last, &Keyring::default(), f)
+}
+
+/// `read_segment`; an encrypted segment takes its key from `keys`.
+pub(crate) fn read_segment_with(
+    path: &Path,
+    is_last: bool,
+    keys: &Keyring,
     mut f: impl FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<u64> {
     let mut file =
@@ -426,6 +485,11 @@ pub(crate) fn read_segment(
         .map_err(|e| Error::io(format!("read WAL {}", path.display()), e))?;
     let total = data.len() as u64;
     let mut pos: usize = 0;
+    if data.len() >= HEADER_LEN && FileCipher::is_header(&data) {
+        let c = FileCipher::from_header(keys, &data[..HEADER_LEN], path, 0)?;
+        c.apply(HEADER_LEN as u64, &mut data[HEADER_LEN..]);
+        pos = HEADER_LEN;
+    }
     let torn = |pos: usize, what: &str| -> Result<u64> {
         if is_last {
             Ok(pos as u64)

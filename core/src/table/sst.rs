@@ -43,8 +43,17 @@
 //! props_off, props_len` (u64 LE each; lengths exclude trailers), `version: u32
 //! LE = 1`, `crc: u32 LE = crc32(previous 52 bytes)`, `magic: u64 LE =
 //! 0x5449_4445_5353_5431` ("TIDESST1").
+//!
+//! *Encrypted table* (its column family's `CfOptions::encryption_key`):
+//! footer `version = 2`, and the file's 64-byte encryption header
+//! (`crypto/mod.rs`: key id, key version, nonce, key check) sits right
+//! before the footer. Every block with its trailer is encrypted in place
+//! (AES-CTR at its file offset; the trailer's crc is over the plaintext);
+//! the header and the footer (offsets only) are in the clear. Version 1
+//! files have no header and are read as before.
 
 use crate::coding::{crc32, put_u32, put_u64, put_varint, u32_at, u64_at, Reader};
+use crate::crypto::{FileCipher, Keyring, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{compare_parts, decode_ikey, encode_ikey, Kind};
@@ -62,6 +71,9 @@ pub(crate) const FOOTER: usize = 64;
 const TRAILER: usize = 5;
 const RESTART_INTERVAL: usize = 16;
 const MAX_BLOCK: u64 = 256 << 20;
+/// The upper user key of a quarantined encrypted table whose range cannot be
+/// read (longer than any key the server writes: it covers them all).
+pub(crate) const UNKNOWN_RANGE_END: [u8; 4096] = [0xFF; 4096];
 
 pub(crate) fn table_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(table_name(number))
@@ -577,6 +589,10 @@ pub(crate) struct TableBuilder {
     props: Props,
     scratch: Vec<u8>,
     vlog_refs: std::collections::BTreeSet<u64>,
+    /// Encrypts the file (version 2) when set.
+    cipher: Option<FileCipher>,
+    /// Encryption scratch of `write_block`.
+    sealed: Vec<u8>,
 }
 
 impl TableBuilder {
@@ -585,6 +601,7 @@ impl TableBuilder {
         block_size: usize,
         compression: Compression,
         bloom_bits: u32,
+        cipher: Option<FileCipher>,
     ) -> Result<TableBuilder> {
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -609,6 +626,8 @@ impl TableBuilder {
             },
             scratch: Vec::new(),
             vlog_refs: std::collections::BTreeSet::new(),
+            cipher,
+            sealed: Vec::new(),
         })
     }
 
@@ -698,9 +717,18 @@ impl TableBuilder {
             len: data.len() as u64,
         };
         let werr = |e| Error::io(format!("write table {}", self.path.display()), e);
-        self.out.write_all(data).map_err(werr)?;
-        self.out.write_all(&[typ]).map_err(werr)?;
-        self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
+        if let Some(c) = &self.cipher {
+            self.sealed.clear();
+            self.sealed.extend_from_slice(data);
+            self.sealed.push(typ);
+            self.sealed.extend_from_slice(&crc.to_le_bytes());
+            c.apply(self.offset, &mut self.sealed);
+            self.out.write_all(&self.sealed).map_err(werr)?;
+        } else {
+            self.out.write_all(data).map_err(werr)?;
+            self.out.write_all(&[typ]).map_err(werr)?;
+            self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
+        }
         self.offset += data.len() as u64 + TRAILER as u64;
         Ok(h)
     }
@@ -729,15 +757,19 @@ impl TableBuilder {
         let ih = self.write_block(&idx, Compression::None)?;
         let pb = self.props.encode();
         let ph = self.write_block(&pb, Compression::None)?;
+        let werr = |e| Error::io(format!("write table {}", self.path.display()), e);
+        if let Some(c) = &self.cipher {
+            self.out.write_all(&c.header()).map_err(werr)?;
+            self.offset += HEADER_LEN as u64;
+        }
         let mut footer = Vec::with_capacity(FOOTER);
         for v in [fh.off, fh.len, ih.off, ih.len, ph.off, ph.len] {
             put_u64(&mut footer, v);
         }
-        put_u32(&mut footer, 1);
+        put_u32(&mut footer, if self.cipher.is_some() { 2 } else { 1 });
         let c = crc32(&[&footer]);
         put_u32(&mut footer, c);
         put_u64(&mut footer, MAGIC);
-        let werr = |e| Error::io(format!("write table {}", self.path.display()), e);
         self.out.write_all(&footer).map_err(werr)?;
         self.offset += FOOTER as u64;
         let f = self.out.into_inner().map_err(|e| {
@@ -768,6 +800,8 @@ pub(crate) struct Table {
     cache: Arc<BlockCache>,
     /// `O_DIRECT` descriptor for data block reads (`use_direct_reads`).
     direct: Option<(File, Arc<crate::fsutil::DirectIo>)>,
+    /// The file's cipher (an encrypted table, version 2).
+    cipher: Option<FileCipher>,
     /// Set when the file's footer, index, filter or props could not be read
     /// or verified at open: the table is a placeholder covering the user-key
     /// range the manifest records for it. Every read touching that range
@@ -783,6 +817,8 @@ pub(crate) struct Broken {
     pub offset: u64,
     pub smallest: Vec<u8>,
     pub largest: Vec<u8>,
+    /// `(key id, key version)` when the file was refused for its key.
+    pub key: Option<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Table {
@@ -791,8 +827,14 @@ impl std::fmt::Debug for Table {
     }
 }
 
-fn read_raw_block(file: &File, path: &Path, h: Handle, file_size: u64) -> Result<Vec<u8>> {
-    read_raw_block_with(file, None, path, h, file_size)
+fn read_raw_block(
+    file: &File,
+    path: &Path,
+    h: Handle,
+    file_size: u64,
+    cipher: Option<&FileCipher>,
+) -> Result<Vec<u8>> {
+    read_raw_block_with(file, None, path, h, file_size, cipher)
 }
 
 /// Reads, verifies and decompresses one block with one positioned read
@@ -803,10 +845,11 @@ fn read_raw_block_with(
     path: &Path,
     h: Handle,
     file_size: u64,
+    cipher: Option<&FileCipher>,
 ) -> Result<Vec<u8>> {
     check_handle(path, h, file_size)?;
     let buf = crate::fsutil::read_at(file, direct, h.off, h.len as usize + TRAILER, path)?;
-    check_block(buf, path, h)
+    check_block(buf, path, h, cipher)
 }
 
 /// Block `h` (with its trailer) lies inside a file of `file_size` bytes and is
@@ -818,11 +861,19 @@ fn check_handle(path: &Path, h: Handle, file_size: u64) -> Result<()> {
     Ok(())
 }
 
-/// Verifies and decompresses the stored bytes of block `h` (`h.len` bytes +
-/// trailer).
-fn check_block(mut buf: Vec<u8>, path: &Path, h: Handle) -> Result<Vec<u8>> {
+/// Decrypts (an encrypted table), verifies and decompresses the stored bytes
+/// of block `h` (`h.len` bytes + trailer).
+fn check_block(
+    mut buf: Vec<u8>,
+    path: &Path,
+    h: Handle,
+    cipher: Option<&FileCipher>,
+) -> Result<Vec<u8>> {
     if buf.len() != h.len as usize + TRAILER {
         return Err(Error::corruption(path, h.off, "short block read"));
+    }
+    if let Some(c) = cipher {
+        c.apply(h.off, &mut buf);
     }
     let n = h.len as usize;
     let typ = buf[n];
@@ -904,7 +955,13 @@ impl ChunkReader {
 
     /// Block `h` verified (as `read_raw_block`), from the current chunk or
     /// a new one starting at the block.
-    fn block(&mut self, path: &Path, h: Handle, file_size: u64) -> Result<Vec<u8>> {
+    fn block(
+        &mut self,
+        path: &Path,
+        h: Handle,
+        file_size: u64,
+        cipher: Option<&FileCipher>,
+    ) -> Result<Vec<u8>> {
         use std::os::fd::AsRawFd;
         let len = h.len + TRAILER as u64;
         check_handle(path, h, file_size)?;
@@ -931,22 +988,29 @@ impl ChunkReader {
             .buf
             .get(start..start + len as usize)
             .ok_or_else(|| Error::corruption(path, h.off, "short block read"))?;
-        check_block(bytes.to_vec(), path, h)
+        check_block(bytes.to_vec(), path, h, cipher)
     }
 }
 
 impl Table {
-    pub(crate) fn open(path: PathBuf, file_no: u64, cache: Arc<BlockCache>) -> Result<Table> {
-        Table::open_with(path, file_no, cache, None)
+    pub(crate) fn open(
+        path: PathBuf,
+        file_no: u64,
+        cache: Arc<BlockCache>,
+        keys: &Keyring,
+    ) -> Result<Table> {
+        Table::open_with(path, file_no, cache, None, keys)
     }
 
     /// `open`; data blocks are read with `O_DIRECT` if `dio` is given and the
-    /// filesystem accepts it (else through the page cache).
+    /// filesystem accepts it (else through the page cache). An encrypted
+    /// table takes its key from `keys` (`Error::KeyUnavailable` without it).
     pub(crate) fn open_with(
         path: PathBuf,
         file_no: u64,
         cache: Arc<BlockCache>,
         dio: Option<&Arc<crate::fsutil::DirectIo>>,
+        keys: &Keyring,
     ) -> Result<Table> {
         let file = File::open(&path)
             .map_err(|e| Error::io(format!("open table {}", path.display()), e))?;
@@ -979,9 +1043,22 @@ impl Table {
                 got,
             });
         }
-        if u32_at(&footer, 48) != Some(1) {
-            return Err(bad("unsupported table version"));
-        }
+        let (cipher, data_end) = match u32_at(&footer, 48) {
+            Some(1) => (None, foff),
+            Some(2) if foff >= HEADER_LEN as u64 => {
+                let hoff = foff - HEADER_LEN as u64;
+                let mut header = [0u8; HEADER_LEN];
+                file.read_exact_at(&mut header, hoff)
+                    .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
+                (
+                    Some(FileCipher::from_header(keys, &header, &path, hoff)?),
+                    hoff,
+                )
+            }
+            _ => return Err(bad("unsupported table version")),
+        };
+        let foff = data_end;
+        let c = cipher.as_ref();
         let g = |i: usize| u64_at(&footer, i * 8).unwrap_or(0);
         let fh = Handle {
             off: g(0),
@@ -995,9 +1072,9 @@ impl Table {
             off: g(4),
             len: g(5),
         };
-        let filter = read_raw_block(&file, &path, fh, foff)?;
-        let index = Block::decode(read_raw_block(&file, &path, ih, foff)?, &path, ih.off)?;
-        let props = Props::decode(&read_raw_block(&file, &path, ph, foff)?)
+        let filter = read_raw_block(&file, &path, fh, foff, c)?;
+        let index = Block::decode(read_raw_block(&file, &path, ih, foff, c)?, &path, ih.off)?;
+        let props = Props::decode(&read_raw_block(&file, &path, ph, foff, c)?)
             .ok_or_else(|| Error::corruption(&path, ph.off, "bad props block"))?;
         for i in 0..index.len() {
             let h = decode_handle(index.value(i))
@@ -1022,6 +1099,7 @@ impl Table {
             props,
             cache,
             direct,
+            cipher,
             broken: None,
         })
     }
@@ -1049,7 +1127,24 @@ impl Table {
                 *offset,
             ),
             Error::Io { source, .. } => (source.to_string(), 0),
+            Error::KeyUnavailable {
+                key_id,
+                key_version,
+                detail,
+                ..
+            } => (
+                format!("encryption key {key_id} version {key_version} is not available: {detail}"),
+                0,
+            ),
             e => (e.to_string(), 0),
+        };
+        let key = match err {
+            Error::KeyUnavailable {
+                key_id,
+                key_version,
+                ..
+            } => Some((*key_id, *key_version)),
+            _ => None,
         };
         Table {
             file_no,
@@ -1061,16 +1156,22 @@ impl Table {
             props: Props::default(),
             cache,
             direct: None,
+            cipher: None,
             broken: Some(Broken {
                 reason,
                 offset,
                 smallest: smallest.to_vec(),
                 largest: largest.to_vec(),
+                key,
             }),
         }
     }
 
     /// The error every read of a quarantined table's range gets.
+    pub(crate) fn is_encrypted(&self) -> bool {
+        self.cipher.is_some()
+    }
+
     pub(crate) fn broken_error(&self) -> Error {
         match &self.broken {
             Some(b) => Error::corruption(
@@ -1102,7 +1203,7 @@ impl Table {
             return Err(self.broken_error());
         };
         let raw = match own {
-            Some(r) => r.block(&self.path, h, self.size)?,
+            Some(r) => r.block(&self.path, h, self.size, self.cipher.as_ref())?,
             // A read or scan through the page cache: whether it waited on
             // the disk is noted (compaction is paced while they do).
             None if fill && self.direct.is_none() => {
@@ -1115,7 +1216,7 @@ impl Table {
                     crate::fsutil::DISK_READ,
                 )?;
                 self.cache.note_table_read(waited);
-                check_block(buf, &self.path, h)?
+                check_block(buf, &self.path, h, self.cipher.as_ref())?
             }
             None => {
                 let raw = read_raw_block_with(
@@ -1124,6 +1225,7 @@ impl Table {
                     &self.path,
                     h,
                     self.size,
+                    self.cipher.as_ref(),
                 )?;
                 if fill {
                     // O_DIRECT: always from the disk.
@@ -1544,8 +1646,20 @@ mod tests {
     use crate::iter::InternalIterator;
 
     fn build(dir: &Path, n: u64, comp: Compression) -> Arc<Table> {
+        build_with(dir, n, comp, &Keyring::default(), None)
+    }
+
+    /// `build`, encrypted with key `key` of `keys` if given.
+    fn build_with(
+        dir: &Path,
+        n: u64,
+        comp: Compression,
+        keys: &Keyring,
+        key: Option<u32>,
+    ) -> Arc<Table> {
         let p = table_path(dir, n);
-        let mut b = TableBuilder::create(p.clone(), 512, comp, 10).unwrap();
+        let cipher = FileCipher::for_new_file_if(keys, key, &p).unwrap();
+        let mut b = TableBuilder::create(p.clone(), 512, comp, 10, cipher).unwrap();
         for i in 0..1000u32 {
             let k = format!("key{i:05}");
             // two versions each: seq 2000+i (put), and i (older)
@@ -1567,7 +1681,7 @@ mod tests {
         }
         let (size, props) = b.finish().unwrap();
         assert_eq!(props.num_entries, 2000);
-        let t = Table::open(p, n, Arc::new(BlockCache::new(1 << 20))).unwrap();
+        let t = Table::open(p, n, Arc::new(BlockCache::new(1 << 20)), keys).unwrap();
         assert_eq!(t.size, size);
         assert_eq!(t.props, props);
         Arc::new(t)
@@ -1664,10 +1778,103 @@ mod tests {
         }
     }
 
+    /// Every entry of a `build` table, in order, through its iterator.
+    fn scan(t: &Arc<Table>) -> Vec<(Vec<u8>, u64, Vec<u8>)> {
+        let mut it = TableIter::new(t.clone());
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push((it.user_key().to_vec(), it.seq(), it.value().to_vec()));
+            it.next();
+        }
+        it.status().unwrap();
+        out
+    }
+
+    fn contains(hay: &[u8], needle: &[u8]) -> bool {
+        hay.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn encrypted_table_round_trip_and_nothing_in_the_clear() {
+        let (keys, _) = crate::crypto::test_keys::keyring();
+        let d = tempfile::tempdir().unwrap();
+        for comp in [Compression::None, Compression::Zstd { level: 1 }] {
+            let plain = build(d.path(), 1, comp);
+            let enc = build_with(d.path(), 2, comp, &keys, Some(1));
+            assert_eq!(scan(&plain), scan(&enc));
+            assert_eq!(enc.get(b"key00500", 9999).unwrap().unwrap().2, b"new500");
+            assert!(enc.get(b"nokey", 9999).unwrap().is_none());
+            // Uncached reads (a compaction's own chunk reader) decrypt too.
+            let mut it = TableIter::uncached(enc.clone());
+            it.seek_to_first();
+            let mut n = 0;
+            while it.valid() {
+                n += 1;
+                it.next();
+            }
+            it.status().unwrap();
+            assert_eq!(n, 2000);
+            let clear = std::fs::read(&plain.path).unwrap();
+            let bytes = std::fs::read(&enc.path).unwrap();
+            if comp == Compression::None {
+                assert!(contains(&clear, b"new500"));
+            }
+            for s in [&b"key005"[..], b"new50", b"old50"] {
+                assert!(!contains(&bytes, s), "{s:?} in the clear");
+            }
+            // The footer says version 2; the header before it names the key.
+            let f = bytes.len() - FOOTER;
+            assert_eq!(u32_at(&bytes, f + 48), Some(2));
+            assert_eq!(u32_at(&clear, clear.len() - FOOTER + 48), Some(1));
+            let h = f - HEADER_LEN;
+            assert!(FileCipher::is_header(&bytes[h..]));
+            assert_eq!(u32_at(&bytes, h + 8), Some(1));
+            assert_eq!(u32_at(&bytes, h + 12), Some(1));
+            std::fs::remove_file(&plain.path).unwrap();
+            std::fs::remove_file(&enc.path).unwrap();
+        }
+    }
+
+    #[test]
+    fn encrypted_table_without_its_key_is_refused() {
+        let (keys, rotate) = crate::crypto::test_keys::keyring();
+        let d = tempfile::tempdir().unwrap();
+        let t = build_with(d.path(), 3, Compression::None, &keys, Some(1));
+        let p = t.path.clone();
+        drop(t);
+        let cache = || Arc::new(BlockCache::new(1 << 20));
+        let e = Table::open(p.clone(), 3, cache(), &Keyring::default()).unwrap_err();
+        assert!(
+            matches!(&e, Error::KeyUnavailable { file, key_id: 1, key_version: 1, .. } if *file == p),
+            "{e}"
+        );
+        let (other, _) = crate::crypto::test_keys::keyring();
+        let wrong = crate::crypto::test_keys::TestKeys::default();
+        wrong.add_version(1, 0x5a);
+        let e = Table::open(p.clone(), 3, cache(), &Keyring::new(Arc::new(wrong))).unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
+        // A rotation keeps the old version readable; new files take the new one.
+        rotate.add_version(1, 0x77);
+        let t = Table::open(p.clone(), 3, cache(), &keys).unwrap();
+        assert_eq!(t.cipher.as_ref().map(|c| c.key_version), Some(1));
+        let t2 = build_with(d.path(), 4, Compression::None, &keys, Some(1));
+        assert_eq!(t2.cipher.as_ref().map(|c| c.key_version), Some(2));
+        assert_eq!(scan(&Arc::new(t)), scan(&t2));
+        drop(other);
+    }
+
     #[test]
     fn corruption_is_error_not_panic() {
+        let (keys, _) = crate::crypto::test_keys::keyring();
+        for key in [None, Some(1)] {
+            corruption_is_error_not_panic_with(&keys, key);
+        }
+    }
+
+    fn corruption_is_error_not_panic_with(keys: &Keyring, key: Option<u32>) {
         let d = tempfile::tempdir().unwrap();
-        let t = build(d.path(), 1, Compression::Zstd { level: 1 });
+        let t = build_with(d.path(), 1, Compression::Zstd { level: 1 }, keys, key);
         let p = t.path.clone();
         drop(t);
         let orig = std::fs::read(&p).unwrap();
@@ -1681,7 +1888,7 @@ mod tests {
             data[pos] ^= 1 << ((rng >> 20) % 8);
             let p2 = d.path().join("x.sst");
             std::fs::write(&p2, &data).unwrap();
-            if let Ok(t) = Table::open(p2.clone(), 99, Arc::new(BlockCache::new(1 << 20))) {
+            if let Ok(t) = Table::open(p2.clone(), 99, Arc::new(BlockCache::new(1 << 20)), keys) {
                 let t = Arc::new(t);
                 let mut it = TableIter::new(t.clone());
                 it.seek_to_first();
@@ -1700,7 +1907,7 @@ mod tests {
         for cut in [0, 10, 63, orig.len() / 2, orig.len() - 1] {
             let p2 = d.path().join("y.sst");
             std::fs::write(&p2, &orig[..cut]).unwrap();
-            assert!(Table::open(p2, 98, Arc::new(BlockCache::new(1 << 20))).is_err());
+            assert!(Table::open(p2, 98, Arc::new(BlockCache::new(1 << 20)), keys).is_err());
         }
     }
 

@@ -9,7 +9,10 @@
 //! all versions are kept (savepoints), no compression, 64 KiB blocks, bloom
 //! filter 10 bits/key. Spill files are never referenced by the manifest and
 //! are not durable (no crash needs them): they are deleted when the last
-//! reader of the run goes away and at every open.
+//! reader of the run goes away and at every open. A run of an encrypted
+//! column family, or any run when the WAL is encrypted
+//! (`DbOptions::log_encryption_key`), is an encrypted table (version 2)
+//! under a random key of its own that only this process knows.
 //!
 //! A run carries a *limit*: entries with an op above it were rolled back
 //! (`rollback_to` lowers the limit instead of rewriting the file; runs made
@@ -19,7 +22,9 @@
 //! `Txn::prepare` of a spilled write set writes, per column family, the
 //! merged write set (newest own version of each key, tombstones kept, whole
 //! values) to `NNNNNN.prep`: the same table format, every entry at sequence
-//! 1, 64 KiB blocks, no compression, bloom 10 bits/key, *fsynced*. The files
+//! 1, 64 KiB blocks, no compression, bloom 10 bits/key, *fsynced*,
+//! encrypted (version 2) with the column family's key, else with
+//! `DbOptions::log_encryption_key`, when either is set. The files
 //! are named in the manifest (`PrepareSpilled {xid, (cf, file)*}`) and live
 //! until the xid is resolved (`ResolveSpilled`), across restarts: at open
 //! they are reopened, their keys locked, and the xid is listed by
@@ -77,9 +82,19 @@ impl Run {
         mem: &Memtable,
         base: u64,
         cache: &Arc<BlockCache>,
+        encrypt: bool,
     ) -> Result<Run> {
         let path = spill_path(dir, no);
-        let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10)?;
+        // Encrypted under a key of this process only: a run is never read
+        // after it ends (its files are deleted at the next open).
+        let (cipher, keys) = match encrypt {
+            true => {
+                let (c, k) = crate::crypto::FileCipher::ephemeral()?;
+                (Some(c), k)
+            }
+            false => (None, crate::crypto::Keyring::default()),
+        };
+        let mut b = TableBuilder::create(path.clone(), 64 << 10, Compression::None, 10, cipher)?;
         let r = mem.for_each(|e| {
             b.add(
                 e.user(),
@@ -90,7 +105,7 @@ impl Run {
         });
         let fin = r.and_then(|_| b.finish_unsynced());
         let res = fin.and_then(|(_, props)| {
-            Table::open(path.clone(), no, cache.clone()).map(|t| (t, props))
+            Table::open(path.clone(), no, cache.clone(), &keys).map(|t| (t, props))
         });
         match res {
             Ok((t, props)) => Ok(Run {

@@ -349,7 +349,15 @@ impl Txn {
                 continue;
             }
             let no = self.db.next_file.fetch_add(1, Ordering::SeqCst);
-            let run = Run::write(&self.db.dir, no, &v.mem, WS_BASE, &self.db.cache)?;
+            let run = Run::write(
+                &self.db.dir,
+                no,
+                &v.mem,
+                WS_BASE,
+                &self.db.cache,
+                // The rows of an encrypted family, or any when the log is.
+                w.cf.opts.encryption_key.is_some() || self.db.opts.log_encryption_key.is_some(),
+            )?;
             v.runs.push(Arc::new(run));
             v.mem = Arc::new(Memtable::new());
             v.gen += 1;

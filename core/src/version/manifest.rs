@@ -28,6 +28,8 @@
 //! | 13  | VlogRemove  | file_no (garbage reached the size: no pointer left; the file is unlinked) |
 //! | 14  | PrepareSpilled | xid, count, (cf, file_no)* (2PC prepare of a spilled write set: its `.prep` files, see `spill.rs`) |
 //! | 15  | ResolveSpilled | xid (that prepare was committed, in the same edit as its tables, or rolled back) |
+//! | 17  | CfEncryption | id, key_id (follows the `CreateCf` of an encrypted column family: `CfOptions::encryption_key`) |
+//! | 18  | AddEncryptedFile | as `AddFile` without the two keys: an encrypted table file's key range is not written here (it would be in the clear); it is read from the file's props at open |
 //! | 16  | VlogAddWal  | cf, file_no, size, garbage (a sealed WAL segment kept as a value log file: a hard link `<file_no>.vlog` to it, its values read in place, `vlog.rs`; `garbage` = the bytes no pointer of the flush that adopted it references) |
 //!
 //! `DropCf` also forgets the column family's value log files. An edit naming
@@ -61,6 +63,10 @@ pub(crate) struct FileMeta {
     pub num_entries: u64,
     pub smallest: Vec<u8>,
     pub largest: Vec<u8>,
+    /// The table file is encrypted: `smallest` / `largest` are not written
+    /// to the manifest (tag 18) and are empty after a load until the file
+    /// is opened.
+    pub encrypted: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -144,7 +150,11 @@ fn unzigzag(v: u64) -> i32 {
 
 pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
     let mut b = Vec::new();
-    put_varint(&mut b, ops.len() as u64);
+    let extra = ops
+        .iter()
+        .filter(|op| matches!(op, EditOp::CreateCf { opts, .. } if opts.encryption_key.is_some()))
+        .count();
+    put_varint(&mut b, (ops.len() + extra) as u64);
     for op in ops {
         match op {
             EditOp::CreateCf { id, name, opts } => {
@@ -167,6 +177,11 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                     &mut b,
                     opts.value_separation_threshold.map_or(0, |t| t as u64 + 1),
                 );
+                if let Some(key_id) = opts.encryption_key {
+                    b.push(17);
+                    put_varint(&mut b, *id);
+                    put_varint(&mut b, u64::from(key_id));
+                }
             }
             EditOp::DropCf(id) => {
                 b.push(2);
@@ -178,7 +193,7 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 put_bytes(&mut b, name.as_bytes());
             }
             EditOp::AddFile { cf, level, meta } => {
-                b.push(4);
+                b.push(if meta.encrypted { 18 } else { 4 });
                 put_varint(&mut b, *cf);
                 b.push(*level);
                 for v in [
@@ -190,8 +205,10 @@ pub(crate) fn encode_edit(ops: &[EditOp]) -> Vec<u8> {
                 ] {
                     put_varint(&mut b, v);
                 }
-                put_bytes(&mut b, &meta.smallest);
-                put_bytes(&mut b, &meta.largest);
+                if !meta.encrypted {
+                    put_bytes(&mut b, &meta.smallest);
+                    put_bytes(&mut b, &meta.largest);
+                }
             }
             EditOp::RemoveFile { cf, level, file_no } => {
                 b.push(5);
@@ -292,6 +309,7 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
                         } else {
                             Some(usize::try_from(vs - 1).ok()?)
                         },
+                        encryption_key: None,
                     },
                 }
             }
@@ -300,19 +318,36 @@ pub(crate) fn decode_edit(p: &[u8]) -> Option<Vec<EditOp>> {
                 r.varint()?,
                 String::from_utf8(r.len_prefixed()?.to_vec()).ok()?,
             ),
-            4 => {
+            tag @ (4 | 18) => {
                 let cf = r.varint()?;
                 let level = r.u8()?;
-                let meta = FileMeta {
+                let mut meta = FileMeta {
                     file_no: r.varint()?,
                     size: r.varint()?,
                     min_seq: r.varint()?,
                     max_seq: r.varint()?,
                     num_entries: r.varint()?,
-                    smallest: r.len_prefixed()?.to_vec(),
-                    largest: r.len_prefixed()?.to_vec(),
+                    smallest: Vec::new(),
+                    largest: Vec::new(),
+                    encrypted: tag == 18,
                 };
+                if tag == 4 {
+                    meta.smallest = r.len_prefixed()?.to_vec();
+                    meta.largest = r.len_prefixed()?.to_vec();
+                }
                 EditOp::AddFile { cf, level, meta }
+            }
+            17 => {
+                let id = r.varint()?;
+                let key_id = u32::try_from(r.varint()?).ok()?;
+                match ops.iter_mut().rev().find_map(|op| match op {
+                    EditOp::CreateCf { id: i, opts, .. } if *i == id => Some(opts),
+                    _ => None,
+                }) {
+                    Some(opts) => opts.encryption_key = Some(key_id),
+                    None => return None,
+                }
+                continue;
             }
             5 => EditOp::RemoveFile {
                 cf: r.varint()?,
@@ -873,6 +908,7 @@ mod tests {
                     num_entries: 3,
                     smallest: b"a".to_vec(),
                     largest: b"z".to_vec(),
+                    encrypted: false,
                 },
             },
             EditOp::FlushedSeq(1, 9),

@@ -12,6 +12,13 @@
 //!           crc = crc32(key_len varint ++ key ++ value)
 //! ```
 //!
+//! *Encrypted* (a column family with `CfOptions::encryption_key`): the file
+//! starts with its 64-byte encryption header (`crypto/mod.rs`: key id, key
+//! version, nonce), the records follow at offset 64, each encrypted in place
+//! (AES-CTR at its file offset; crcs are over the plaintext). A reader knows
+//! the file by the header's magic and checksum. Pointers hold file offsets,
+//! so they are the same either way.
+//!
 //! A table entry of kind 2 (`Kind::ValuePtr`) has as value a *pointer*:
 //!
 //! ```text
@@ -69,6 +76,7 @@
 
 use crate::bytes::SharedBytes;
 use crate::coding::{crc32, put_varint, Reader};
+use crate::crypto::{FileCipher, Keyring, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fsutil::DirectIo;
 use crate::table::cache::BlockCache;
@@ -150,24 +158,47 @@ pub(crate) struct VlogWriter {
     /// waits for the last MiB, not all of it).
     written_back: u64,
     scratch: Vec<u8>,
+    /// Encrypts the file when set (header at offset 0).
+    cipher: Option<FileCipher>,
+    sealed: Vec<u8>,
 }
 
 impl VlogWriter {
+    #[cfg(test)]
     pub(crate) fn create(dir: &Path, no: u64) -> Result<VlogWriter> {
+        VlogWriter::create_encrypted(dir, no, None)
+    }
+
+    /// `create`, encrypted with `cipher` if given.
+    pub(crate) fn create_encrypted(
+        dir: &Path,
+        no: u64,
+        cipher: Option<FileCipher>,
+    ) -> Result<VlogWriter> {
         let path = vlog_path(dir, no);
         let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
             .map_err(|e| Error::io(format!("create value log {}", path.display()), e))?;
-        Ok(VlogWriter {
+        let mut w = VlogWriter {
             no,
             path,
             out: BufWriter::with_capacity(1 << 20, f),
             offset: 0,
             written_back: 0,
             scratch: Vec::new(),
-        })
+            cipher,
+            sealed: Vec::new(),
+        };
+        if let Some(c) = &w.cipher {
+            let h = c.header();
+            w.out
+                .write_all(&h)
+                .map_err(|e| Error::io(format!("write value log {}", w.path.display()), e))?;
+            w.offset = HEADER_LEN as u64;
+        }
+        Ok(w)
     }
 
     /// Appends a record; returns its pointer. `value_crc`: crc32 of `value`
@@ -188,9 +219,18 @@ impl VlogWriter {
             None => crc32(&[&self.scratch, value]),
         };
         let werr = |e| Error::io(format!("write value log {}", self.path.display()), e);
-        self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
-        self.out.write_all(&self.scratch).map_err(werr)?;
-        self.out.write_all(value).map_err(werr)?;
+        if let Some(c) = &self.cipher {
+            self.sealed.clear();
+            self.sealed.extend_from_slice(&crc.to_le_bytes());
+            self.sealed.extend_from_slice(&self.scratch);
+            self.sealed.extend_from_slice(value);
+            c.apply(self.offset, &mut self.sealed);
+            self.out.write_all(&self.sealed).map_err(werr)?;
+        } else {
+            self.out.write_all(&crc.to_le_bytes()).map_err(werr)?;
+            self.out.write_all(&self.scratch).map_err(werr)?;
+            self.out.write_all(value).map_err(werr)?;
+        }
         let len = 4 + self.scratch.len() as u64 + value.len() as u64;
         let p = Ptr {
             file: self.no,
@@ -238,6 +278,8 @@ pub(crate) struct VlogOut<'a> {
     pub threshold: Option<usize>,
     w: Option<VlogWriter>,
     scratch: Vec<u8>,
+    /// Encrypt the file with this key (the column family's).
+    encryption: Option<(&'a Keyring, u32)>,
 }
 
 impl<'a> VlogOut<'a> {
@@ -252,7 +294,15 @@ impl<'a> VlogOut<'a> {
             threshold,
             w: None,
             scratch: Vec::new(),
+            encryption: None,
         }
+    }
+
+    /// The file is encrypted with key `key_id` of `keys` when given (a
+    /// column family's `CfOptions::encryption_key`).
+    pub(crate) fn encrypted_with(mut self, keys: &'a Keyring, key_id: Option<u32>) -> Self {
+        self.encryption = key_id.map(|id| (keys, id));
+        self
     }
 
     /// True if `value` is to be separated.
@@ -275,7 +325,16 @@ impl<'a> VlogOut<'a> {
         value_crc: Option<u32>,
     ) -> Result<&[u8]> {
         if self.w.is_none() {
-            self.w = Some(VlogWriter::create(self.dir, (self.alloc)())?);
+            let no = (self.alloc)();
+            let cipher = match self.encryption {
+                Some((keys, id)) => Some(FileCipher::for_new_file(
+                    keys,
+                    id,
+                    &vlog_path(self.dir, no),
+                )?),
+                None => None,
+            };
+            self.w = Some(VlogWriter::create_encrypted(self.dir, no, cipher)?);
         }
         let p = match self.w.as_mut() {
             Some(w) => w.add(key, value, value_crc)?,
@@ -327,6 +386,8 @@ pub(crate) struct VlogFile {
     /// Why the file could not be opened (missing, unreadable): reads of its
     /// values fail with this, other values and tables are unaffected.
     broken: Option<String>,
+    /// An encrypted file's cipher.
+    cipher: Option<FileCipher>,
 }
 
 impl std::fmt::Debug for VlogFile {
@@ -336,11 +397,13 @@ impl std::fmt::Debug for VlogFile {
 }
 
 impl VlogFile {
+    /// Opens file `no`; an encrypted one takes its key from `keys`.
     pub(crate) fn open(
         dir: &Path,
         no: u64,
         format: VlogFormat,
         dio: Option<&Arc<DirectIo>>,
+        keys: &Keyring,
     ) -> Result<VlogFile> {
         let path = vlog_path(dir, no);
         let file = File::open(&path)
@@ -349,6 +412,18 @@ impl VlogFile {
             .metadata()
             .map_err(|e| Error::io(format!("stat value log {}", path.display()), e))?
             .len();
+        let mut header = [0u8; HEADER_LEN];
+        let cipher = if size >= HEADER_LEN as u64 {
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(&mut header, 0)
+                .map_err(|e| Error::io(format!("read value log {}", path.display()), e))?;
+            match FileCipher::is_header(&header) {
+                true => Some(FileCipher::from_header(keys, &header, &path, 0)?),
+                false => None,
+            }
+        } else {
+            None
+        };
         let direct = match dio {
             Some(d) if d.enabled.load(Ordering::Relaxed) => {
                 crate::fsutil::open_direct(&path)?.map(|f| (f, d.clone()))
@@ -364,6 +439,7 @@ impl VlogFile {
             size,
             obsolete: AtomicBool::new(false),
             broken: None,
+            cipher,
         })
     }
 
@@ -382,6 +458,7 @@ impl VlogFile {
             size: 0,
             obsolete: AtomicBool::new(false),
             broken: Some(err.to_string()),
+            cipher: None,
         }
     }
 
@@ -416,13 +493,19 @@ impl VlogFile {
         if p.len < min_len || p.len > MAX_RECORD || p.offset.saturating_add(p.len) > self.size {
             return Err(bad("pointer out of range"));
         }
-        let (buf, range) = crate::fsutil::read_at_range(
+        let (mut buf, range) = crate::fsutil::read_at_range(
             file,
             self.direct.as_ref().map(|(f, d)| (f, &**d)),
             p.offset,
             p.len as usize,
             &self.path,
         )?;
+        if let Some(c) = &self.cipher {
+            let bytes = buf
+                .get_mut(range.clone())
+                .ok_or_else(|| bad("short read"))?;
+            c.apply(p.offset, bytes);
+        }
         let rec = SharedBytes::from_range(buf, range).ok_or_else(|| bad("short read"))?;
         if self.format == VlogFormat::WalSegment {
             let got = crc32(&[&rec]);
@@ -481,6 +564,7 @@ pub(crate) fn adopt_wal_segment(
     segment: u64,
     no: u64,
     dio: Option<&Arc<DirectIo>>,
+    keys: &Keyring,
 ) -> Result<VlogFile> {
     let from = crate::journal::wal::segment_path(dir, segment);
     let to = vlog_path(dir, no);
@@ -490,7 +574,7 @@ pub(crate) fn adopt_wal_segment(
             e,
         )
     })?;
-    let opened = VlogFile::open(dir, no, VlogFormat::WalSegment, dio);
+    let opened = VlogFile::open(dir, no, VlogFormat::WalSegment, dio, keys);
     if opened.is_err() {
         let _ = std::fs::remove_file(&to);
     }
@@ -565,7 +649,14 @@ mod tests {
             ptrs.push((p, v));
         }
         let size = w.finish().unwrap();
-        let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
+        let f = VlogFile::open(
+            d.path(),
+            7,
+            VlogFormat::Records,
+            None,
+            &crate::crypto::Keyring::default(),
+        )
+        .unwrap();
         for (p, v) in &ptrs {
             let mut e = Vec::new();
             p.encode(&mut e);
@@ -605,7 +696,14 @@ mod tests {
                 let mut data = orig.clone();
                 data[i as usize] ^= 0x20;
                 std::fs::write(&path, &data).unwrap();
-                let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
+                let f = VlogFile::open(
+                    d.path(),
+                    7,
+                    VlogFormat::Records,
+                    None,
+                    &crate::crypto::Keyring::default(),
+                )
+                .unwrap();
                 assert!(
                     matches!(f.read(&p), Err(Error::Corruption { .. })),
                     "byte {i}"
@@ -615,7 +713,14 @@ mod tests {
         let (p, _) = ptrs[10];
         // Truncated file.
         std::fs::write(&path, &orig[..(p.offset + p.len / 2) as usize]).unwrap();
-        let f = VlogFile::open(d.path(), 7, VlogFormat::Records, None).unwrap();
+        let f = VlogFile::open(
+            d.path(),
+            7,
+            VlogFormat::Records,
+            None,
+            &crate::crypto::Keyring::default(),
+        )
+        .unwrap();
         assert!(matches!(f.read(&p), Err(Error::Corruption { .. })));
         assert!(f.read(&ptrs[0].0).is_ok());
     }
@@ -626,12 +731,59 @@ mod tests {
         let mut w = VlogWriter::create(d.path(), 1).unwrap();
         w.add(b"k", b"v", None).unwrap();
         w.finish().unwrap();
-        let f = Arc::new(VlogFile::open(d.path(), 1, VlogFormat::Records, None).unwrap());
+        let f = Arc::new(
+            VlogFile::open(
+                d.path(),
+                1,
+                VlogFormat::Records,
+                None,
+                &crate::crypto::Keyring::default(),
+            )
+            .unwrap(),
+        );
         let f2 = f.clone();
         f.mark_obsolete();
         drop(f);
         assert!(vlog_path(d.path(), 1).exists());
         drop(f2);
         assert!(!vlog_path(d.path(), 1).exists());
+    }
+
+    #[test]
+    fn encrypted_vlog_round_trip_and_key_checks() {
+        let (keys, rotate) = crate::crypto::test_keys::keyring();
+        let d = tempfile::tempdir().unwrap();
+        let alloc = || 9u64;
+        let mut vo = VlogOut::new(d.path(), &alloc, Some(10)).encrypted_with(&keys, Some(1));
+        let mut ptrs = Vec::new();
+        for i in 0..20u32 {
+            let v = format!("secret-value-{i}-").repeat(20).into_bytes();
+            let p = Ptr::decode(vo.put(format!("secret-key-{i}").as_bytes(), &v).unwrap()).unwrap();
+            ptrs.push((p, v));
+        }
+        let (no, size) = vo.finish().unwrap().unwrap();
+        assert_eq!(no, 9);
+        let bytes = std::fs::read(vlog_path(d.path(), 9)).unwrap();
+        assert_eq!(bytes.len() as u64, size);
+        assert!(FileCipher::is_header(&bytes));
+        assert!(!bytes.windows(6).any(|w| w == b"secret"));
+        rotate.add_version(1, 0x42);
+        let f = VlogFile::open(d.path(), 9, VlogFormat::Records, None, &keys).unwrap();
+        for (p, v) in &ptrs {
+            assert_eq!(&*f.read(p).unwrap(), v.as_slice());
+        }
+        let e = VlogFile::open(d.path(), 9, VlogFormat::Records, None, &Keyring::default())
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::KeyUnavailable {
+                    key_id: 1,
+                    key_version: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -1,0 +1,315 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Encryption at rest through the public API: an encrypted column family's
+//! table files, value logs, WAL segments, spill runs and prepared spill files
+//! hold none of its strings in the clear; everything reads back after a
+//! reopen, after a key rotation (old files keep their version, compaction
+//! moves data to the latest), and without the key the family is refused by
+//! name while the others work.
+
+mod common;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use tidesdb_core::*;
+
+/// Keys by id; version n is `versions[n - 1]`.
+#[derive(Default)]
+struct Keys(Mutex<BTreeMap<u32, Vec<Vec<u8>>>>);
+
+impl Keys {
+    fn with(id: u32, versions: u8) -> Arc<Keys> {
+        let k = Arc::new(Keys::default());
+        for v in 0..versions {
+            k.rotate(id, v);
+        }
+        k
+    }
+    fn rotate(&self, id: u32, seed: u8) {
+        self.0
+            .lock()
+            .entry(id)
+            .or_default()
+            .push((0..32u8).map(|i| i.wrapping_mul(13) ^ seed).collect());
+    }
+}
+
+impl KeyProvider for Keys {
+    fn latest_version(&self, key_id: u32) -> Option<u32> {
+        let m = self.0.lock();
+        let n = m.get(&key_id)?.len();
+        (n > 0).then_some(n as u32)
+    }
+    fn key(&self, key_id: u32, version: u32) -> Option<Vec<u8>> {
+        let i = usize::try_from(version).ok()?.checked_sub(1)?;
+        self.0.lock().get(&key_id)?.get(i).cloned()
+    }
+}
+
+fn opts(keys: Option<Arc<Keys>>, log_key: Option<u32>) -> DbOptions {
+    DbOptions {
+        keys: keys.map_or_else(Keyring::default, |k| Keyring::new(k)),
+        log_encryption_key: log_key,
+        ..common::opts(SyncMode::None, 256 << 10)
+    }
+}
+
+fn enc_cf_opts() -> CfOptions {
+    CfOptions {
+        value_separation_threshold: Some(1024),
+        encryption_key: Some(1),
+        ..CfOptions::default()
+    }
+}
+
+const SECRET: &[u8] = b"SECRETROW";
+const BIG: &[u8] = b"SECRETBLOB";
+const CLEAR: &[u8] = b"CLEARTEXT";
+
+fn row(i: u32) -> (Vec<u8>, Vec<u8>) {
+    (
+        format!("{}-key-{i:05}", String::from_utf8_lossy(SECRET)).into_bytes(),
+        format!("{}-value-{i}", String::from_utf8_lossy(SECRET)).into_bytes(),
+    )
+}
+
+fn big(i: u32) -> Vec<u8> {
+    let mut v = format!("{}-{i}-", String::from_utf8_lossy(BIG)).into_bytes();
+    while v.len() < 4000 {
+        v.extend_from_slice(BIG);
+    }
+    v
+}
+
+/// Files of `dir` (name, bytes) holding `needle`.
+fn files_with(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if let Ok(bytes) = std::fs::read(e.path()) {
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                out.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
+
+fn write_rows(db: &Db, enc: &Cf, plain: &Cf, range: std::ops::Range<u32>) {
+    for chunk in range.collect::<Vec<_>>().chunks(100) {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for &i in chunk {
+            let (k, v) = row(i);
+            t.put(enc, &k, &v).unwrap();
+            if i % 10 == 0 {
+                t.put(enc, format!("blob{i:05}").as_bytes(), &big(i))
+                    .unwrap();
+            }
+            t.put(plain, format!("p{i:05}").as_bytes(), CLEAR).unwrap();
+        }
+        t.commit().unwrap();
+    }
+}
+
+fn check_rows(db: &Db, enc: &Cf, range: std::ops::Range<u32>) {
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in range {
+        let (k, v) = row(i);
+        assert_eq!(t.get(enc, &k).unwrap(), Some(v), "row {i}");
+        if i % 10 == 0 {
+            assert_eq!(
+                t.get(enc, format!("blob{i:05}").as_bytes()).unwrap(),
+                Some(big(i))
+            );
+        }
+    }
+}
+
+#[test]
+fn nothing_in_the_clear_and_everything_reads_back() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = Keys::with(1, 1);
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let enc = db.create_cf("enc", enc_cf_opts()).unwrap();
+        let plain = db.create_cf("plain", CfOptions::default()).unwrap();
+        write_rows(&db, &enc, &plain, 0..2000);
+        // A spilled, uncommitted transaction, and a prepared spilled one.
+        db.set_spill_threshold(64 << 10);
+        let mut open = db.begin(Isolation::RepeatableRead);
+        for i in 0..3000u32 {
+            open.put(&enc, format!("SECRETSPILL{i:05}").as_bytes(), BIG)
+                .unwrap();
+        }
+        let mut prep = db.begin(Isolation::RepeatableRead);
+        for i in 0..3000u32 {
+            prep.put(&enc, format!("SECRETPREP{i:05}").as_bytes(), BIG)
+                .unwrap();
+        }
+        prep.prepare(b"xid1").unwrap();
+        // Before the flush: the rows are in the WAL only.
+        let names = || -> Vec<String> {
+            std::fs::read_dir(d.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        for ext in [".wal", ".spill", ".prep"] {
+            assert!(names().iter().any(|n| n.ends_with(ext)), "no {ext} file");
+        }
+        for s in [SECRET, BIG, b"SECRETSPILL", b"SECRETPREP"] {
+            assert_eq!(files_with(d.path(), s), Vec::<String>::new(), "{s:?}");
+        }
+        db.flush().unwrap();
+        db.compact_range(&enc, None, None).unwrap();
+        for s in [SECRET, BIG, b"SECRETSPILL", b"SECRETPREP"] {
+            assert_eq!(files_with(d.path(), s), Vec::<String>::new(), "{s:?}");
+        }
+        assert!(!files_with(d.path(), CLEAR).is_empty());
+        check_rows(&db, &enc, 0..2000);
+        drop(open);
+        db.close().unwrap();
+    }
+    let db = Db::open(d.path(), opts(Some(keys), Some(1))).unwrap();
+    let enc = db.cf("enc").unwrap();
+    db.check_encryption(&enc).unwrap();
+    check_rows(&db, &enc, 0..2000);
+    assert_eq!(db.recover_prepared().len(), 1);
+    db.commit_prepared(b"xid1").unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    assert_eq!(t.get(&enc, b"SECRETPREP02999").unwrap(), Some(BIG.to_vec()));
+    for s in [SECRET, BIG, b"SECRETPREP"] {
+        assert_eq!(files_with(d.path(), s), Vec::<String>::new(), "{s:?}");
+    }
+}
+
+#[test]
+fn rotation_keeps_old_versions_readable_and_compaction_moves_to_the_latest() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = Keys::with(1, 1);
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), None)).unwrap();
+        let enc = db.create_cf("enc", enc_cf_opts()).unwrap();
+        let plain = db.create_cf("plain", CfOptions::default()).unwrap();
+        write_rows(&db, &enc, &plain, 0..1000);
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    keys.rotate(1, 0x5c);
+    let db = Db::open(d.path(), opts(Some(keys.clone()), None)).unwrap();
+    let enc = db.cf("enc").unwrap();
+    let plain = db.cf("plain").unwrap();
+    write_rows(&db, &enc, &plain, 1000..2000);
+    db.flush().unwrap();
+    check_rows(&db, &enc, 0..2000);
+    let versions = |dir: &Path| -> Vec<u32> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let b = std::fs::read(&p).unwrap();
+            // Table files: header before the 64-byte footer; value logs: at 0.
+            let h = if name.ends_with(".sst") && b.len() >= 128 {
+                b.len() - 128
+            } else if name.ends_with(".vlog") {
+                0
+            } else {
+                continue;
+            };
+            if b.get(h..h + 8) == Some(&b"TDBCRYP1"[..]) {
+                v.push(u32::from_le_bytes(b[h + 12..h + 16].try_into().unwrap()));
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    assert_eq!(versions(d.path()), vec![1, 2]);
+    db.optimize(&enc).unwrap();
+    db.gc_value_log(&enc).unwrap();
+    check_rows(&db, &enc, 0..2000);
+    db.close().unwrap();
+    drop(db);
+    // The rewritten tables are under version 2 (value logs whose values all
+    // moved are gone; one still referenced keeps its version).
+    let db = Db::open(d.path(), opts(Some(keys), None)).unwrap();
+    let enc = db.cf("enc").unwrap();
+    check_rows(&db, &enc, 0..2000);
+    let sst_versions: Vec<u32> = {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(d.path()).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "sst") {
+                let b = std::fs::read(&p).unwrap();
+                let h = b.len() - 128;
+                if b.get(h..h + 8) == Some(&b"TDBCRYP1"[..]) {
+                    v.push(u32::from_le_bytes(b[h + 12..h + 16].try_into().unwrap()));
+                }
+            }
+        }
+        v
+    };
+    assert!(!sst_versions.is_empty());
+    assert!(sst_versions.iter().all(|&v| v == 2), "{sst_versions:?}");
+}
+
+#[test]
+fn without_the_key_the_family_is_refused_and_the_others_work() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(d.path(), opts(Some(Keys::with(1, 1)), None)).unwrap();
+        let enc = db.create_cf("enc", enc_cf_opts()).unwrap();
+        let plain = db.create_cf("plain", CfOptions::default()).unwrap();
+        write_rows(&db, &enc, &plain, 0..500);
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    for keys in [None, Some(Keys::with(2, 1))] {
+        let db = Db::open(d.path(), opts(keys, None)).unwrap();
+        let enc = db.cf("enc").unwrap();
+        let plain = db.cf("plain").unwrap();
+        let e = db.check_encryption(&enc).unwrap_err();
+        assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+        assert!(e.to_string().contains("encryption key 1"), "{e}");
+        db.check_encryption(&plain).unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        assert_eq!(t.get(&plain, b"p00042").unwrap(), Some(CLEAR.to_vec()));
+        let err = t.get(&enc, &row(42).0).unwrap_err();
+        assert!(err.to_string().contains("encryption key 1"), "{err}");
+        // Writing to it cannot make a file either.
+        let mut w = db.begin(Isolation::RepeatableRead);
+        w.put(&plain, b"after", CLEAR).unwrap();
+        w.commit().unwrap();
+        db.close().unwrap();
+    }
+    // With the key back, nothing was lost.
+    let db = Db::open(d.path(), opts(Some(Keys::with(1, 1)), None)).unwrap();
+    let enc = db.cf("enc").unwrap();
+    check_rows(&db, &enc, 0..500);
+}
+
+#[test]
+fn unencrypted_databases_are_unchanged() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts(None, None)).unwrap();
+    let cf = db
+        .create_cf(
+            "plain",
+            CfOptions {
+                value_separation_threshold: Some(1024),
+                ..CfOptions::default()
+            },
+        )
+        .unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"k1", CLEAR).unwrap();
+    t.put(&cf, b"k2", &big(2)).unwrap();
+    t.commit().unwrap();
+    db.flush().unwrap();
+    assert!(files_with(d.path(), b"TDBCRYP1").is_empty());
+    assert!(!files_with(d.path(), CLEAR).is_empty());
+    // An encrypted family cannot be created without its key.
+    let e = db.create_cf("enc", enc_cf_opts()).unwrap_err();
+    assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+    assert!(db.cf("enc").is_none());
+}
