@@ -1,7 +1,10 @@
 //! The database: open/recovery, column families, commit pipeline (group
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
+use super::background::Background;
 use crate::bytes::SharedBytes;
+use crate::compaction::output::{finish_table, finish_vlog, VlogOutFile};
+use crate::compaction::pacer::next_backoff;
 use crate::error::{Error, Result};
 use crate::journal::batch::{self, Op, Record};
 use crate::journal::wal::{self, WalWriter};
@@ -12,13 +15,13 @@ use crate::table::cache::BlockCache;
 use crate::table::sst::{self, Table, TableBuilder};
 use crate::version::levels::{Cf, CfInner, FileHandle, Levels, SuperVersion};
 use crate::version::manifest::{self, EditOp, FileMeta, ManifestWriter, State};
+use crate::version::snapshots::{SnapGuard, Snapshots};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Immutable memtables per column family before writers stall.
@@ -143,11 +146,6 @@ pub(crate) struct WriteState {
     pub(super) last_seq: u64,
 }
 
-struct BgState {
-    flush_requested: bool,
-    shutdown: bool,
-}
-
 pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: DbOptions,
@@ -166,18 +164,15 @@ pub(crate) struct DbInner {
     current_wal_file: Mutex<Option<Arc<File>>>,
     pub manifest: Mutex<(ManifestWriter, State)>,
     pub next_file: AtomicU64,
-    snapshots: Mutex<BTreeMap<u64, usize>>,
+    /// Live snapshots (the versions compaction keeps).
+    snapshots: Arc<Snapshots>,
     flush_lock: Mutex<()>,
-    bg: Mutex<BgState>,
-    bg_cv: Condvar,
+    /// Background threads, flush requests, the last background failure.
+    pub(crate) bg: Background,
     closed: AtomicBool,
     poisoned: AtomicBool,
     /// What the open skipped of a damaged directory (`DbOptions::force_recovery`).
     recovery_notes: Vec<String>,
-    /// Last failure of a background flush or compaction, until one succeeds
-    /// again (stalled writers get it instead of waiting for ever).
-    bg_error: Mutex<Option<Error>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
     lock_file: Mutex<Option<File>>,
     pub locks: Arc<crate::txn::lock::LockManager>,
     pub next_txn_id: AtomicU64,
@@ -207,24 +202,6 @@ pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
 pub const DEFAULT_LOCK_ESCALATION_THRESHOLD: usize = 100_000;
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
-
-/// A registered snapshot; while alive, compaction keeps the versions it sees.
-pub(crate) struct SnapGuard {
-    db: Arc<DbInner>,
-    pub seq: u64,
-}
-
-impl Drop for SnapGuard {
-    fn drop(&mut self) {
-        let mut s = self.db.snapshots.lock();
-        if let Some(c) = s.get_mut(&self.seq) {
-            *c -= 1;
-            if *c == 0 {
-                s.remove(&self.seq);
-            }
-        }
-    }
-}
 
 /// The database handle. Cheap to clone (`Arc` inside), `Send + Sync`. The
 /// database closes when the last clone is dropped, or explicitly by `close()`.
@@ -354,7 +331,7 @@ impl Db {
 
     pub fn set_sync_mode(&self, mode: SyncMode) {
         *self.inner().sync_mode.lock() = mode;
-        self.inner().bg_cv.notify_all();
+        self.inner().bg.notify();
     }
 
     /// Changes the block cache's byte cap (a smaller one evicts at once).
@@ -632,7 +609,7 @@ impl Db {
     /// it lasts (cleared when a background job succeeds again). Such jobs
     /// are retried with a growing pause; meanwhile nothing is lost.
     pub fn background_error(&self) -> Option<String> {
-        self.inner().bg_error.lock().as_ref().map(|e| e.to_string())
+        self.inner().bg.error_text()
     }
 
     /// One line per thing the open skipped of a damaged directory under
@@ -1047,18 +1024,12 @@ impl DbInner {
             current_wal_file: Mutex::new(cur_file),
             manifest: Mutex::new((mw, state)),
             next_file,
-            snapshots: Mutex::new(BTreeMap::new()),
+            snapshots: Arc::default(),
             flush_lock: Mutex::new(()),
-            bg: Mutex::new(BgState {
-                flush_requested: false,
-                shutdown: false,
-            }),
-            bg_cv: Condvar::new(),
+            bg: Background::default(),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             recovery_notes: notes,
-            bg_error: Mutex::new(None),
-            threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
             locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
@@ -1150,68 +1121,37 @@ impl DbInner {
     }
 
     fn start_threads(self: &Arc<Self>) -> Result<()> {
-        let mut th = self.threads.lock();
         let me = self.clone();
-        th.push(
-            std::thread::Builder::new()
-                .name("tidesdb-flush".into())
-                .spawn(move || me.flush_thread())
-                .map_err(|e| Error::io("spawn flush thread", e))?,
-        );
+        self.bg
+            .spawn("tidesdb-flush".into(), "spawn flush thread", move || {
+                me.flush_thread()
+            })?;
         let me = self.clone();
-        th.push(
-            std::thread::Builder::new()
-                .name("tidesdb-sync".into())
-                .spawn(move || me.sync_thread())
-                .map_err(|e| Error::io("spawn sync thread", e))?,
-        );
+        self.bg
+            .spawn("tidesdb-sync".into(), "spawn sync thread", move || {
+                me.sync_thread()
+            })?;
         for i in 0..self.opts.background_threads.max(1) {
             let me = self.clone();
-            th.push(
-                std::thread::Builder::new()
-                    .name(format!("tidesdb-compact-{i}"))
-                    .spawn(move || me.compaction_thread())
-                    .map_err(|e| Error::io("spawn compaction thread", e))?,
-            );
+            self.bg.spawn(
+                format!("tidesdb-compact-{i}"),
+                "spawn compaction thread",
+                move || me.compaction_thread(),
+            )?;
         }
         Ok(())
-    }
-
-    pub(crate) fn is_shutdown(&self) -> bool {
-        self.bg.lock().shutdown
-    }
-
-    /// Waits on the background condition variable up to `d`; false on shutdown.
-    pub(crate) fn bg_wait(&self, d: Duration) -> bool {
-        let mut g = self.bg.lock();
-        if g.shutdown {
-            return false;
-        }
-        self.bg_cv.wait_for(&mut g, d);
-        !g.shutdown
-    }
-
-    pub(crate) fn bg_notify(&self) {
-        self.bg_cv.notify_all();
     }
 
     fn flush_thread(self: Arc<Self>) {
         let mut backoff = Duration::ZERO;
         loop {
-            {
-                let mut g = self.bg.lock();
-                while !g.flush_requested && !g.shutdown && backoff.is_zero() {
-                    self.bg_cv.wait_for(&mut g, Duration::from_millis(500));
-                }
-                if g.shutdown {
-                    return;
-                }
-                g.flush_requested = false;
+            if !self.bg.take_flush_request(!backoff.is_zero()) {
+                return;
             }
             match self.flush_pending() {
                 Ok(()) => {
                     backoff = Duration::ZERO;
-                    self.clear_bg_error();
+                    self.bg.clear_error();
                 }
                 Err(e) => {
                     // Nothing is lost: the memtable stays (readable, its WAL
@@ -1219,7 +1159,7 @@ impl DbInner {
                     // while the failure lasts (a full disk: no busy loop).
                     self.note_bg_error(&e);
                     backoff = next_backoff(backoff);
-                    if !self.bg_sleep(backoff) {
+                    if !self.bg.sleep(backoff) {
                         return;
                     }
                 }
@@ -1227,31 +1167,54 @@ impl DbInner {
         }
     }
 
-    /// Records a failed background job (see `Db::background_error`).
+    /// Records a failed background job (see `Db::background_error`);
+    /// stalled writers wake up to see it.
     pub(crate) fn note_bg_error(&self, e: &Error) {
-        if matches!(e, Error::Closed) {
-            return;
+        if self.bg.note_error(e) {
+            self.stall_cv.notify_all();
         }
-        crate::metrics::BACKGROUND_ERRORS.inc();
-        *self.bg_error.lock() = Some(e.duplicate());
-        self.stall_cv.notify_all();
     }
 
-    pub(crate) fn clear_bg_error(&self) {
-        *self.bg_error.lock() = None;
-    }
-
-    /// Sleeps `d` (not cut short by flush requests, only by shutdown);
-    /// false on shutdown.
-    pub(crate) fn bg_sleep(&self, d: Duration) -> bool {
-        let deadline = std::time::Instant::now() + d;
-        let mut g = self.bg.lock();
-        while !g.shutdown {
-            if self.bg_cv.wait_until(&mut g, deadline).timed_out() {
-                break;
+    fn compaction_thread(self: Arc<Self>) {
+        let mut backoff = Duration::ZERO;
+        loop {
+            let mut did = false;
+            let mut failed = false;
+            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+            for cf in cfs {
+                if self.bg.is_shutdown() || self.is_poisoned() {
+                    break;
+                }
+                match self.maybe_compact(&cf) {
+                    Ok(true) => did = true,
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Compaction failures lose nothing (the inputs stay,
+                        // partial outputs are removed); retry after a pause
+                        // that grows while they last (a full disk).
+                        self.note_bg_error(&e);
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                backoff = next_backoff(backoff);
+                if !self.bg.sleep(backoff) {
+                    return;
+                }
+                continue;
+            }
+            backoff = Duration::ZERO;
+            if did {
+                self.bg.clear_error();
+            }
+            if !did && !self.bg.wait(Duration::from_millis(200)) {
+                return;
+            }
+            if self.bg.is_shutdown() {
+                return;
             }
         }
-        !g.shutdown
     }
 
     fn sync_thread(self: Arc<Self>) {
@@ -1261,7 +1224,7 @@ impl DbInner {
                 SyncMode::Interval { millis } => Duration::from_millis(millis.max(1)),
                 _ => Duration::from_millis(200),
             };
-            if !self.bg_wait(wait) {
+            if !self.bg.wait(wait) {
                 return;
             }
             if let SyncMode::Interval { .. } = *self.sync_mode.lock() {
@@ -1437,26 +1400,17 @@ impl DbInner {
 
     // ------------------------------------------------------------ snapshots
 
-    pub(crate) fn snapshot(self: &Arc<Self>) -> Arc<SnapGuard> {
-        let mut s = self.snapshots.lock();
-        // Read the sequence under the lock so compaction never misses it.
-        let seq = self.visible_seq.load(Ordering::Acquire);
-        *s.entry(seq).or_insert(0) += 1;
-        Arc::new(SnapGuard {
-            db: self.clone(),
-            seq,
-        })
+    pub(crate) fn snapshot(&self) -> Arc<SnapGuard> {
+        self.snapshots.take(&self.visible_seq)
     }
 
     /// Oldest sequence any live snapshot can read at.
     pub(crate) fn oldest_snapshot(&self) -> u64 {
-        let s = self.snapshots.lock();
-        let vis = self.visible_seq.load(Ordering::Acquire);
-        s.keys().next().copied().unwrap_or(vis).min(vis)
+        self.snapshots.oldest(&self.visible_seq)
     }
 
     pub(crate) fn live_snapshots(&self) -> Vec<u64> {
-        self.snapshots.lock().keys().copied().collect()
+        self.snapshots.live()
     }
 
     // ------------------------------------------------------------ reads
@@ -1598,7 +1552,7 @@ impl DbInner {
         self.visible_seq.store(seq, Ordering::Release);
         drop(w);
         drop(_fl);
-        self.bg_notify();
+        self.bg.notify();
         self.stall_cv.notify_all();
         self.purge_wal();
         Ok(seq)
@@ -2222,8 +2176,8 @@ impl DbInner {
             // I/O (a full disk): fail these writes with its error instead of
             // waiting for ever. (A compaction failing on a damaged file does
             // not fail writes: other flushes and compactions go on.)
-            if let Some(e @ Error::Io { .. }) = self.bg_error.lock().as_ref() {
-                return Err(e.duplicate());
+            if let Some(e) = self.bg.io_error() {
+                return Err(e);
             }
             crate::metrics::WRITE_STALLS.inc();
             self.pacer.urge();
@@ -2238,7 +2192,7 @@ impl DbInner {
         if slow {
             crate::metrics::WRITE_SLOWDOWNS.inc();
             self.pacer.urge();
-            self.bg_notify();
+            self.bg.notify();
             self.stall_cv.wait_for(w, Duration::from_millis(1));
         }
         Ok(())
@@ -2527,8 +2481,7 @@ impl DbInner {
     }
 
     pub(crate) fn request_flush(&self) {
-        self.bg.lock().flush_requested = true;
-        self.bg_cv.notify_all();
+        self.bg.request_flush();
     }
 
     // ------------------------------------------------------------ flush
@@ -2647,7 +2600,7 @@ impl DbInner {
         // Writes are coming in: compaction keeps up with them unpaced.
         self.pacer.urge();
         self.stall_cv.notify_all();
-        self.bg_notify();
+        self.bg.notify();
         Ok(true)
     }
 
@@ -2827,19 +2780,9 @@ impl DbInner {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        {
-            let mut g = self.bg.lock();
-            g.shutdown = true;
-        }
-        self.bg_cv.notify_all();
+        self.bg.shut_down();
         self.stall_cv.notify_all();
-        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock());
-        let me = std::thread::current().id();
-        for t in threads {
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
+        self.bg.join();
         // Wait out an in-flight commit group, then sync.
         let mut w = self.write.lock();
         let r = match w.wal.take() {
@@ -2952,39 +2895,6 @@ impl SpilledTables {
         }
         for (_, (vf, _)) in &self.vlogs {
             vf.mark_obsolete();
-        }
-    }
-}
-
-/// Pause before retrying a failed background job: 100 ms, doubling, at most 5 s.
-pub(crate) fn next_backoff(prev: Duration) -> Duration {
-    (prev * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
-}
-
-/// A value log file written by a job, opened, with its size.
-pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);
-
-/// Finishes (fsyncs) the value log of a job and opens it for reading.
-pub(crate) fn finish_vlog(
-    vo: crate::vlog::file::VlogOut<'_>,
-    dir: &Path,
-    dio: Option<&Arc<crate::fsutil::DirectIo>>,
-) -> Result<Option<VlogOutFile>> {
-    match vo.finish()? {
-        None => Ok(None),
-        Some((no, size)) => {
-            match crate::vlog::file::VlogFile::open(
-                dir,
-                no,
-                crate::vlog::file::VlogFormat::Records,
-                dio,
-            ) {
-                Ok(f) => Ok(Some((Arc::new(f), size))),
-                Err(e) => {
-                    let _ = std::fs::remove_file(crate::vlog::file::vlog_path(dir, no));
-                    Err(e)
-                }
-            }
         }
     }
 }
@@ -3144,7 +3054,7 @@ pub(crate) fn build_table(
                 .and_then(|(l, crc)| adopted.get_mut(&l.segment).map(|a| (l, crc, a)));
             if let Some((l, crc, (f, used))) = in_wal {
                 ptr_buf.clear();
-                crate::vlog::file::Ptr {
+                crate::value_ptr::Ptr {
                     file: f.no,
                     offset: l.offset,
                     len: value.len() as u64,
@@ -3207,31 +3117,4 @@ pub(crate) fn build_table(
             Err(e)
         }
     }
-}
-
-pub(crate) fn finish_table(
-    b: TableBuilder,
-    no: u64,
-    cache: &Arc<BlockCache>,
-    dio: Option<&Arc<crate::fsutil::DirectIo>>,
-) -> Result<(FileMeta, Arc<Table>)> {
-    let path = b.path().to_path_buf();
-    // A file that cannot be finished (no space, ...) must not stay behind.
-    let (size, props) = b.finish().inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
-    })?;
-    crate::metrics::TABLE_BYTES.add(size);
-    let t = Table::open_with(path.clone(), no, cache.clone(), dio).inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
-    })?;
-    let fm = FileMeta {
-        file_no: no,
-        size,
-        min_seq: props.min_seq,
-        max_seq: props.max_seq,
-        num_entries: props.num_entries,
-        smallest: props.smallest_user().to_vec(),
-        largest: props.largest_user().to_vec(),
-    };
-    Ok((fm, Arc::new(t)))
 }

@@ -7,6 +7,7 @@
 //!
 //! May use: every other folder of the crate; nothing below imports `db`.
 
+mod background;
 pub(crate) mod checkpoint;
 pub(crate) mod database;
 mod statistics;

@@ -13,13 +13,14 @@
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::bytes::SharedBytes;
-use crate::db::database::{DbInner, ReqKind, SnapGuard};
+use crate::db::database::{DbInner, ReqKind};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::journal::batch::Op;
 use crate::key::Kind;
 use crate::txn::lock::{CancelHandle, LockKey, LockMode};
 use crate::version::levels::{CfInner, SuperVersion};
+use crate::version::snapshots::SnapGuard;
 
 /// Flag bit in a `Txn::locks` value: the lock is exclusive (the rest of the
 /// value is the visible sequence when it was granted).
