@@ -181,9 +181,6 @@ pub(crate) struct DbInner {
     pub prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub spill_threshold: std::sync::atomic::AtomicUsize,
-    /// Row locks per transaction and column family before escalation to a
-    /// table lock (0 = never); see lock.rs.
-    pub lock_escalation_threshold: std::sync::atomic::AtomicUsize,
     /// `use_direct_reads` on and accepted by the filesystem.
     pub dio: Option<Arc<crate::fsutil::DirectIo>>,
     /// Garbage ratio (per mille) at which a value log file is collected.
@@ -198,8 +195,6 @@ pub const DEFAULT_VLOG_GC_RATIO: f64 = 0.5;
 
 /// Default write-set spill threshold (accounted in-memory bytes per txn).
 pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
-/// Default of [`Db::set_lock_escalation_threshold`].
-pub const DEFAULT_LOCK_ESCALATION_THRESHOLD: usize = 100_000;
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -566,9 +561,7 @@ impl Db {
     /// family replaces them by one table lock of the strongest mode it holds
     /// there (see [`crate::Txn::lock`]). Takes effect at once.
     pub fn set_lock_escalation_threshold(&self, locks: usize) {
-        self.inner()
-            .lock_escalation_threshold
-            .store(locks, Ordering::Relaxed);
+        self.inner().locks.set_escalation_threshold(locks);
     }
 
     /// Table files set aside when the database opened because their footer,
@@ -1036,9 +1029,6 @@ impl DbInner {
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
-            lock_escalation_threshold: std::sync::atomic::AtomicUsize::new(
-                DEFAULT_LOCK_ESCALATION_THRESHOLD,
-            ),
             dio,
             vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
             pacer: crate::compaction::pacer::Pacer::new(

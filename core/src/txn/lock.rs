@@ -60,6 +60,9 @@ use std::time::{Duration, Instant};
 
 const SHARDS: usize = 64;
 
+/// Default of [`crate::Db::set_lock_escalation_threshold`].
+pub(crate) const DEFAULT_ESCALATION_THRESHOLD: usize = 100_000;
+
 /// Lock mode for [`crate::Txn::lock`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
@@ -176,8 +179,8 @@ struct Shard {
     cv: Condvar,
 }
 
-/// A transaction's write set of one column family (see `txn.rs`).
-pub(crate) type WsHandle = Arc<Mutex<crate::txn::transaction::WsView>>;
+/// A transaction's write set of one column family (see `spill.rs`).
+pub(crate) type WsHandle = Arc<Mutex<crate::txn::spill::WsView>>;
 
 /// One range lock: keys `lo <= k <= hi` (`hi = None`: no upper end).
 struct RangeLock {
@@ -254,6 +257,9 @@ pub(crate) struct LockManager {
     tables: Mutex<FxHashMap<u64, Vec<(u64, LockMode)>>>,
     /// Number of table locks held; 0 lets row requests skip the table check.
     n_tables: AtomicUsize,
+    /// Row locks per transaction and column family before escalation to a
+    /// table lock (0 = never).
+    escalation_threshold: AtomicUsize,
 }
 
 impl LockManager {
@@ -274,7 +280,18 @@ impl LockManager {
             ranges: AtomicUsize::new(0),
             tables: Mutex::new(FxHashMap::default()),
             n_tables: AtomicUsize::new(0),
+            escalation_threshold: AtomicUsize::new(DEFAULT_ESCALATION_THRESHOLD),
         }
+    }
+
+    /// Row locks a transaction may hold in one column family before it
+    /// escalates them to a table lock (0 = never).
+    pub(crate) fn escalation_threshold(&self) -> usize {
+        self.escalation_threshold.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_escalation_threshold(&self, locks: usize) {
+        self.escalation_threshold.store(locks, Ordering::Relaxed);
     }
 
     pub(crate) fn set_observer(&self, observer: Option<LockWaitObserver>) {
@@ -745,7 +762,7 @@ impl LockManager {
                         .filter(|p| p.0 == *owner && p.1 == cf)
                         .map(|p| p.2.as_slice())
                         .collect();
-                    if crate::txn::transaction::ws_has_key_in(ws, lo, hi, &skip) {
+                    if crate::txn::spill::ws_has_key_in(ws, lo, hi, &skip) {
                         blockers.push(*owner);
                     }
                 }
