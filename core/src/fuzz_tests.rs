@@ -302,7 +302,8 @@ fn fuzz_blocks_props_handles_filters() {
 /// wrong value.
 #[test]
 fn fuzz_value_log() {
-    use crate::vlog::file::{Ptr, VlogFile, VlogWriter};
+    use crate::value_ptr::Ptr;
+    use crate::vlog::file::{VlogFile, VlogWriter};
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(0x7106);
     let mut w = VlogWriter::create(d.path(), 1).unwrap();
@@ -364,7 +365,8 @@ fn fuzz_value_log() {
 /// file bytes give an error or the right value, never a panic or a wrong value.
 #[test]
 fn fuzz_wal_segment_value_log() {
-    use crate::vlog::file::{Ptr, VlogFile, VlogFormat};
+    use crate::value_ptr::Ptr;
+    use crate::vlog::file::{VlogFile, VlogFormat};
     let d = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(0x3a1);
     let mut data = Vec::new();

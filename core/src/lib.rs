@@ -25,6 +25,7 @@ mod iter;
 mod key;
 mod metrics;
 mod options;
+mod value_ptr;
 
 // Concepts, from the bottom up (a folder uses only the folders above it in
 // this list, and the foundation); see docs/ARCHITECTURE.md.

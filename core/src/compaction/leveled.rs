@@ -28,7 +28,8 @@
 //!   file. All of it (tables, new value log, garbage, removal of files left
 //!   without pointers) is one manifest edit.
 
-use crate::db::database::{finish_table, finish_vlog, DbInner};
+use super::output::{finish_table, finish_vlog, VlogOutFile};
+use crate::db::database::DbInner;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::Kind;
@@ -38,7 +39,6 @@ use crate::version::manifest::{EditOp, NUM_LEVELS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub(crate) const L0_TRIGGER: usize = 4;
 pub(crate) const L0_SLOWDOWN: usize = 12;
@@ -61,7 +61,7 @@ struct Job {
 #[derive(Default)]
 struct VlogDelta {
     garbage: BTreeMap<u64, u64>,
-    new_file: Option<crate::db::database::VlogOutFile>,
+    new_file: Option<VlogOutFile>,
 }
 
 /// k-way merge of table iterators in internal-key order.
@@ -98,48 +98,6 @@ impl Merger {
 }
 
 impl DbInner {
-    pub(crate) fn compaction_thread(self: Arc<Self>) {
-        let mut backoff = Duration::ZERO;
-        loop {
-            let mut did = false;
-            let mut failed = false;
-            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
-            for cf in cfs {
-                if self.is_shutdown() || self.is_poisoned() {
-                    break;
-                }
-                match self.maybe_compact(&cf) {
-                    Ok(true) => did = true,
-                    Ok(false) => {}
-                    Err(e) => {
-                        // Compaction failures lose nothing (the inputs stay,
-                        // partial outputs are removed); retry after a pause
-                        // that grows while they last (a full disk).
-                        self.note_bg_error(&e);
-                        failed = true;
-                    }
-                }
-            }
-            if failed {
-                backoff = crate::db::database::next_backoff(backoff);
-                if !self.bg_sleep(backoff) {
-                    return;
-                }
-                continue;
-            }
-            backoff = Duration::ZERO;
-            if did {
-                self.clear_bg_error();
-            }
-            if !did && !self.bg_wait(Duration::from_millis(200)) {
-                return;
-            }
-            if self.is_shutdown() {
-                return;
-            }
-        }
-    }
-
     pub(crate) fn level_target(&self, level: usize) -> u64 {
         let base = (self.opts.write_buffer_size as u64 * 4).max(1 << 20);
         let mut t = base;
@@ -617,7 +575,7 @@ impl DbInner {
             let mut last_stripe = usize::MAX;
             let mut dead = |k: Kind, v: &[u8]| {
                 if k == Kind::ValuePtr {
-                    if let Some(p) = crate::vlog::file::Ptr::decode(v) {
+                    if let Some(p) = crate::value_ptr::Ptr::decode(v) {
                         *garbage.entry(p.file).or_insert(0) += p.len;
                     }
                 }
@@ -641,7 +599,7 @@ impl DbInner {
                 if *k != Kind::ValuePtr {
                     continue;
                 }
-                let Some(p) = crate::vlog::file::Ptr::decode(v) else {
+                let Some(p) = crate::value_ptr::Ptr::decode(v) else {
                     continue;
                 };
                 if !relocate.contains(&p.file) {
@@ -695,11 +653,11 @@ impl DbInner {
         let probe = crate::compaction::pacer::Probe {
             l0_files: &|| cf.current().levels.levels[0].len(),
             disk_reads: &|| self.cache.table_disk_reads.load(Ordering::Relaxed),
-            stop: &|| self.is_shutdown(),
+            stop: &|| self.bg.is_shutdown(),
         };
         let result = (|| -> Result<()> {
             loop {
-                if self.is_shutdown() {
+                if self.bg.is_shutdown() {
                     return Err(crate::Error::Closed);
                 }
                 let Some(i) = m.current() else { break };

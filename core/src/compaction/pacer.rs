@@ -210,6 +210,11 @@ impl Pacer {
     }
 }
 
+/// Pause before retrying a failed background job: 100 ms, doubling, at most 5 s.
+pub(crate) fn next_backoff(prev: Duration) -> Duration {
+    (prev * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

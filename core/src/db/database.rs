@@ -1,7 +1,10 @@
 //! The database: open/recovery, column families, commit pipeline (group
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
+use super::background::Background;
 use crate::bytes::SharedBytes;
+use crate::compaction::output::{finish_table, finish_vlog, VlogOutFile};
+use crate::compaction::pacer::next_backoff;
 use crate::error::{Error, Result};
 use crate::journal::batch::{self, Op, Record};
 use crate::journal::wal::{self, WalWriter};
@@ -12,13 +15,13 @@ use crate::table::cache::BlockCache;
 use crate::table::sst::{self, Table, TableBuilder};
 use crate::version::levels::{Cf, CfInner, FileHandle, Levels, SuperVersion};
 use crate::version::manifest::{self, EditOp, FileMeta, ManifestWriter, State};
+use crate::version::snapshots::{SnapGuard, Snapshots};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Immutable memtables per column family before writers stall.
@@ -143,11 +146,6 @@ pub(crate) struct WriteState {
     pub(super) last_seq: u64,
 }
 
-struct BgState {
-    flush_requested: bool,
-    shutdown: bool,
-}
-
 pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: DbOptions,
@@ -166,18 +164,15 @@ pub(crate) struct DbInner {
     current_wal_file: Mutex<Option<Arc<File>>>,
     pub manifest: Mutex<(ManifestWriter, State)>,
     pub next_file: AtomicU64,
-    snapshots: Mutex<BTreeMap<u64, usize>>,
+    /// Live snapshots (the versions compaction keeps).
+    snapshots: Arc<Snapshots>,
     flush_lock: Mutex<()>,
-    bg: Mutex<BgState>,
-    bg_cv: Condvar,
+    /// Background threads, flush requests, the last background failure.
+    pub(crate) bg: Background,
     closed: AtomicBool,
     poisoned: AtomicBool,
     /// What the open skipped of a damaged directory (`DbOptions::force_recovery`).
     recovery_notes: Vec<String>,
-    /// Last failure of a background flush or compaction, until one succeeds
-    /// again (stalled writers get it instead of waiting for ever).
-    bg_error: Mutex<Option<Error>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
     lock_file: Mutex<Option<File>>,
     pub locks: Arc<crate::txn::lock::LockManager>,
     pub next_txn_id: AtomicU64,
@@ -186,9 +181,6 @@ pub(crate) struct DbInner {
     pub prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub spill_threshold: std::sync::atomic::AtomicUsize,
-    /// Row locks per transaction and column family before escalation to a
-    /// table lock (0 = never); see lock.rs.
-    pub lock_escalation_threshold: std::sync::atomic::AtomicUsize,
     /// `use_direct_reads` on and accepted by the filesystem.
     pub dio: Option<Arc<crate::fsutil::DirectIo>>,
     /// Garbage ratio (per mille) at which a value log file is collected.
@@ -203,28 +195,8 @@ pub const DEFAULT_VLOG_GC_RATIO: f64 = 0.5;
 
 /// Default write-set spill threshold (accounted in-memory bytes per txn).
 pub const DEFAULT_SPILL_THRESHOLD: usize = 32 << 20;
-/// Default of [`Db::set_lock_escalation_threshold`].
-pub const DEFAULT_LOCK_ESCALATION_THRESHOLD: usize = 100_000;
 
 static DB_UID: AtomicU64 = AtomicU64::new(1);
-
-/// A registered snapshot; while alive, compaction keeps the versions it sees.
-pub(crate) struct SnapGuard {
-    db: Arc<DbInner>,
-    pub seq: u64,
-}
-
-impl Drop for SnapGuard {
-    fn drop(&mut self) {
-        let mut s = self.db.snapshots.lock();
-        if let Some(c) = s.get_mut(&self.seq) {
-            *c -= 1;
-            if *c == 0 {
-                s.remove(&self.seq);
-            }
-        }
-    }
-}
 
 /// The database handle. Cheap to clone (`Arc` inside), `Send + Sync`. The
 /// database closes when the last clone is dropped, or explicitly by `close()`.
@@ -358,7 +330,7 @@ impl Db {
 
     pub fn set_sync_mode(&self, mode: SyncMode) {
         *self.inner().sync_mode.lock() = mode;
-        self.inner().bg_cv.notify_all();
+        self.inner().bg.notify();
     }
 
     /// Changes the block cache's byte cap (a smaller one evicts at once).
@@ -593,9 +565,7 @@ impl Db {
     /// family replaces them by one table lock of the strongest mode it holds
     /// there (see [`crate::Txn::lock`]). Takes effect at once.
     pub fn set_lock_escalation_threshold(&self, locks: usize) {
-        self.inner()
-            .lock_escalation_threshold
-            .store(locks, Ordering::Relaxed);
+        self.inner().locks.set_escalation_threshold(locks);
     }
 
     /// Table files set aside when the database opened because their footer,
@@ -636,7 +606,7 @@ impl Db {
     /// it lasts (cleared when a background job succeeds again). Such jobs
     /// are retried with a growing pause; meanwhile nothing is lost.
     pub fn background_error(&self) -> Option<String> {
-        self.inner().bg_error.lock().as_ref().map(|e| e.to_string())
+        self.inner().bg.error_text()
     }
 
     /// One line per thing the open skipped of a damaged directory under
@@ -1082,27 +1052,18 @@ impl DbInner {
             current_wal_file: Mutex::new(cur_file),
             manifest: Mutex::new((mw, state)),
             next_file,
-            snapshots: Mutex::new(BTreeMap::new()),
+            snapshots: Arc::default(),
             flush_lock: Mutex::new(()),
-            bg: Mutex::new(BgState {
-                flush_requested: false,
-                shutdown: false,
-            }),
-            bg_cv: Condvar::new(),
+            bg: Background::default(),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             recovery_notes: notes,
-            bg_error: Mutex::new(None),
-            threads: Mutex::new(Vec::new()),
             lock_file: Mutex::new(Some(lock)),
             locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
             wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
-            lock_escalation_threshold: std::sync::atomic::AtomicUsize::new(
-                DEFAULT_LOCK_ESCALATION_THRESHOLD,
-            ),
             dio,
             vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),
             pacer: crate::compaction::pacer::Pacer::new(
@@ -1185,68 +1146,37 @@ impl DbInner {
     }
 
     fn start_threads(self: &Arc<Self>) -> Result<()> {
-        let mut th = self.threads.lock();
         let me = self.clone();
-        th.push(
-            std::thread::Builder::new()
-                .name("tidesdb-flush".into())
-                .spawn(move || me.flush_thread())
-                .map_err(|e| Error::io("spawn flush thread", e))?,
-        );
+        self.bg
+            .spawn("tidesdb-flush".into(), "spawn flush thread", move || {
+                me.flush_thread()
+            })?;
         let me = self.clone();
-        th.push(
-            std::thread::Builder::new()
-                .name("tidesdb-sync".into())
-                .spawn(move || me.sync_thread())
-                .map_err(|e| Error::io("spawn sync thread", e))?,
-        );
+        self.bg
+            .spawn("tidesdb-sync".into(), "spawn sync thread", move || {
+                me.sync_thread()
+            })?;
         for i in 0..self.opts.background_threads.max(1) {
             let me = self.clone();
-            th.push(
-                std::thread::Builder::new()
-                    .name(format!("tidesdb-compact-{i}"))
-                    .spawn(move || me.compaction_thread())
-                    .map_err(|e| Error::io("spawn compaction thread", e))?,
-            );
+            self.bg.spawn(
+                format!("tidesdb-compact-{i}"),
+                "spawn compaction thread",
+                move || me.compaction_thread(),
+            )?;
         }
         Ok(())
-    }
-
-    pub(crate) fn is_shutdown(&self) -> bool {
-        self.bg.lock().shutdown
-    }
-
-    /// Waits on the background condition variable up to `d`; false on shutdown.
-    pub(crate) fn bg_wait(&self, d: Duration) -> bool {
-        let mut g = self.bg.lock();
-        if g.shutdown {
-            return false;
-        }
-        self.bg_cv.wait_for(&mut g, d);
-        !g.shutdown
-    }
-
-    pub(crate) fn bg_notify(&self) {
-        self.bg_cv.notify_all();
     }
 
     fn flush_thread(self: Arc<Self>) {
         let mut backoff = Duration::ZERO;
         loop {
-            {
-                let mut g = self.bg.lock();
-                while !g.flush_requested && !g.shutdown && backoff.is_zero() {
-                    self.bg_cv.wait_for(&mut g, Duration::from_millis(500));
-                }
-                if g.shutdown {
-                    return;
-                }
-                g.flush_requested = false;
+            if !self.bg.take_flush_request(!backoff.is_zero()) {
+                return;
             }
             match self.flush_pending() {
                 Ok(()) => {
                     backoff = Duration::ZERO;
-                    self.clear_bg_error();
+                    self.bg.clear_error();
                 }
                 Err(e) => {
                     // Nothing is lost: the memtable stays (readable, its WAL
@@ -1254,7 +1184,7 @@ impl DbInner {
                     // while the failure lasts (a full disk: no busy loop).
                     self.note_bg_error(&e);
                     backoff = next_backoff(backoff);
-                    if !self.bg_sleep(backoff) {
+                    if !self.bg.sleep(backoff) {
                         return;
                     }
                 }
@@ -1262,31 +1192,54 @@ impl DbInner {
         }
     }
 
-    /// Records a failed background job (see `Db::background_error`).
+    /// Records a failed background job (see `Db::background_error`);
+    /// stalled writers wake up to see it.
     pub(crate) fn note_bg_error(&self, e: &Error) {
-        if matches!(e, Error::Closed) {
-            return;
+        if self.bg.note_error(e) {
+            self.stall_cv.notify_all();
         }
-        crate::metrics::BACKGROUND_ERRORS.inc();
-        *self.bg_error.lock() = Some(e.duplicate());
-        self.stall_cv.notify_all();
     }
 
-    pub(crate) fn clear_bg_error(&self) {
-        *self.bg_error.lock() = None;
-    }
-
-    /// Sleeps `d` (not cut short by flush requests, only by shutdown);
-    /// false on shutdown.
-    pub(crate) fn bg_sleep(&self, d: Duration) -> bool {
-        let deadline = std::time::Instant::now() + d;
-        let mut g = self.bg.lock();
-        while !g.shutdown {
-            if self.bg_cv.wait_until(&mut g, deadline).timed_out() {
-                break;
+    fn compaction_thread(self: Arc<Self>) {
+        let mut backoff = Duration::ZERO;
+        loop {
+            let mut did = false;
+            let mut failed = false;
+            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
+            for cf in cfs {
+                if self.bg.is_shutdown() || self.is_poisoned() {
+                    break;
+                }
+                match self.maybe_compact(&cf) {
+                    Ok(true) => did = true,
+                    Ok(false) => {}
+                    Err(e) => {
+                        // Compaction failures lose nothing (the inputs stay,
+                        // partial outputs are removed); retry after a pause
+                        // that grows while they last (a full disk).
+                        self.note_bg_error(&e);
+                        failed = true;
+                    }
+                }
+            }
+            if failed {
+                backoff = next_backoff(backoff);
+                if !self.bg.sleep(backoff) {
+                    return;
+                }
+                continue;
+            }
+            backoff = Duration::ZERO;
+            if did {
+                self.bg.clear_error();
+            }
+            if !did && !self.bg.wait(Duration::from_millis(200)) {
+                return;
+            }
+            if self.bg.is_shutdown() {
+                return;
             }
         }
-        !g.shutdown
     }
 
     fn sync_thread(self: Arc<Self>) {
@@ -1296,7 +1249,7 @@ impl DbInner {
                 SyncMode::Interval { millis } => Duration::from_millis(millis.max(1)),
                 _ => Duration::from_millis(200),
             };
-            if !self.bg_wait(wait) {
+            if !self.bg.wait(wait) {
                 return;
             }
             if let SyncMode::Interval { .. } = *self.sync_mode.lock() {
@@ -1472,26 +1425,17 @@ impl DbInner {
 
     // ------------------------------------------------------------ snapshots
 
-    pub(crate) fn snapshot(self: &Arc<Self>) -> Arc<SnapGuard> {
-        let mut s = self.snapshots.lock();
-        // Read the sequence under the lock so compaction never misses it.
-        let seq = self.visible_seq.load(Ordering::Acquire);
-        *s.entry(seq).or_insert(0) += 1;
-        Arc::new(SnapGuard {
-            db: self.clone(),
-            seq,
-        })
+    pub(crate) fn snapshot(&self) -> Arc<SnapGuard> {
+        self.snapshots.take(&self.visible_seq)
     }
 
     /// Oldest sequence any live snapshot can read at.
     pub(crate) fn oldest_snapshot(&self) -> u64 {
-        let s = self.snapshots.lock();
-        let vis = self.visible_seq.load(Ordering::Acquire);
-        s.keys().next().copied().unwrap_or(vis).min(vis)
+        self.snapshots.oldest(&self.visible_seq)
     }
 
     pub(crate) fn live_snapshots(&self) -> Vec<u64> {
-        self.snapshots.lock().keys().copied().collect()
+        self.snapshots.live()
     }
 
     // ------------------------------------------------------------ reads
@@ -1611,199 +1555,228 @@ impl DbInner {
         let _fl = self.flush_lock.lock();
         let mut w = self.write.lock();
         self.check_writable()?;
-        // 1. Conflicts (first committer wins; prepared keys). None: commit of
-        // a prepared write set (checked at prepare).
+        // None: commit of a prepared write set (checked at prepare).
         if let Some(check) = check {
-            let prep = self.prepared.lock();
-            for (cf, it) in parts.iter_mut() {
-                if cf.dropped.load(Ordering::Acquire) {
-                    return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
-                }
-                it.seek_to_first();
-                while it.valid() {
-                    let k = it.key();
-                    if (!prep.keys.is_empty() && prep.keys.contains(&(cf.id, k.to_vec())))
-                        || self.newer_than(cf, k, check(cf.id, k))?
-                    {
-                        crate::metrics::WRITE_CONFLICTS.inc();
-                        return Err(Error::Conflict);
-                    }
-                    it.next();
-                }
-                it.status()?;
-            }
+            self.check_spilled_conflicts(&mut parts, check)?;
         }
-        // 2. Empty the touched column families' memtables.
         for (cf, _) in &parts {
-            self.rotate(&mut w, cf)?;
-            while self.flush_one(cf)? {}
-            if !cf.current().imms.is_empty() {
-                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
-            }
+            self.empty_memtables(&mut w, cf)?;
         }
-        // 3. Write the tables.
         let seq = w.last_seq + 1;
-        let mut built: Vec<(u64, FileMeta, Arc<Table>)> = Vec::new();
-        let mut vlogs: Vec<(u64, VlogOutFile)> = Vec::new();
-        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        let r = (|| -> Result<()> {
-            for (cf, it) in parts.iter_mut() {
-                let target = (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20);
-                let mut b: Option<TableBuilder> = None;
-                let mut no = 0;
-                // Large values go to a value log, as in a flush.
-                let mut vo = crate::vlog::file::VlogOut::new(
-                    &self.dir,
-                    &alloc,
-                    cf.opts.value_separation_threshold,
-                )
-                .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
-                let r = (|| -> Result<()> {
-                    it.seek_to_first();
-                    while it.valid() {
-                        if b.is_none() {
-                            no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                            let path = sst::table_path(&self.dir, no);
-                            let cipher = crate::crypto::FileCipher::for_new_file_if(
-                                &self.opts.keys,
-                                cf.opts.encryption_key,
-                                &path,
-                            )?;
-                            b = Some(TableBuilder::create(
-                                path,
-                                cf.opts.block_size,
-                                cf.opts.compression,
-                                cf.opts.bloom_bits_per_key,
-                                cipher,
-                            )?);
-                        }
-                        if let Some(tb) = b.as_mut() {
-                            if it.kind() == Kind::Put && vo.separates(it.value()) {
-                                let p = vo.put(it.key(), it.value())?;
-                                tb.add(it.key(), seq, Kind::ValuePtr, p)?;
-                            } else {
-                                tb.add(it.key(), seq, it.kind(), it.value())?;
-                            }
-                            if tb.estimated_size() >= target {
-                                if let Some(tb) = b.take() {
-                                    let (fm, t) = finish_table(
-                                        tb,
-                                        no,
-                                        &self.cache,
-                                        self.dio.as_ref(),
-                                        &self.opts.keys,
-                                    )?;
-                                    built.push((cf.id, fm, t));
-                                }
-                            }
-                        }
-                        it.next();
-                    }
-                    it.status()
-                })();
-                if let Err(e) = r {
-                    vo.abort();
-                    if let Some(tb) = b.take() {
-                        let p = tb.path().to_path_buf();
-                        drop(tb);
-                        let _ = std::fs::remove_file(p);
-                    }
-                    return Err(e);
-                }
-                // The value log is durable before the tables pointing into it.
-                if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys)? {
-                    vlogs.push((cf.id, v));
-                }
-                if let Some(tb) = b.take() {
-                    let (fm, t) =
-                        finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
-                    built.push((cf.id, fm, t));
-                }
-            }
-            Ok(())
-        })();
-        let cleanup = |built: &[(u64, FileMeta, Arc<Table>)], vlogs: &[(u64, VlogOutFile)]| {
-            for (_, fm, _) in built {
-                let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
-            }
-            for (_, (vf, _)) in vlogs {
-                vf.mark_obsolete();
-            }
-        };
-        if let Err(e) = r {
-            cleanup(&built, &vlogs);
+        let mut out = SpilledTables::default();
+        if let Err(e) = self.write_spilled_tables(&mut parts, seq, &mut out) {
+            out.remove(&self.dir);
             return Err(e);
         }
-        // 4. The commit point: one manifest edit.
-        {
-            let mut m = self.manifest.lock();
-            let (mw, st) = &mut *m;
-            if let Some((cf, _)) = parts
-                .iter()
-                .find(|(c, _)| c.dropped.load(Ordering::Acquire))
-            {
-                cleanup(&built, &vlogs);
-                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
-            }
-            let mut ops = Vec::new();
-            for (cf, (vf, size)) in &vlogs {
-                ops.push(EditOp::VlogAdd {
-                    cf: *cf,
-                    file_no: vf.no,
-                    size: *size,
-                });
-            }
-            for (cf, fm, _) in &built {
-                ops.push(EditOp::AddFile {
-                    cf: *cf,
-                    level: 0,
-                    meta: fm.clone(),
-                });
-            }
-            for (cf, _) in &parts {
-                ops.push(EditOp::FlushedSeq(cf.id, seq));
-            }
-            ops.push(EditOp::LastSeq(seq));
-            ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
-            ops.extend(extra);
-            if let Err(e) = self.apply_manifest(mw, st, &ops) {
-                cleanup(&built, &vlogs);
-                return Err(e);
-            }
-            // 5. Install and publish.
-            for (cf, _) in &parts {
-                let mut g = cf.sv.write();
-                let mut levels = (*g.levels).clone();
-                for (id, fm, t) in &built {
-                    if *id == cf.id {
-                        levels.levels[0].push(Arc::new(FileHandle {
-                            meta: fm.clone(),
-                            table: t.clone(),
-                        }));
-                    }
-                }
-                for (id, (vf, _)) in &vlogs {
-                    if *id == cf.id {
-                        levels.vlogs.insert(vf.no, vf.clone());
-                    }
-                }
-                levels.normalize();
-                *g = Arc::new(SuperVersion {
-                    mem: g.mem.clone(),
-                    imms: g.imms.clone(),
-                    levels: Arc::new(levels),
-                });
-            }
+        if let Err(e) = self.install_spilled(&parts, &out, seq, extra) {
+            out.remove(&self.dir);
+            return Err(e);
         }
         w.last_seq = seq;
         w.seg_max_seq = seq;
         self.visible_seq.store(seq, Ordering::Release);
         drop(w);
         drop(_fl);
-        self.bg_notify();
+        self.bg.notify();
         self.stall_cv.notify_all();
         self.purge_wal();
         Ok(seq)
+    }
+
+    /// Conflict check of every key of a spilled write set (first committer
+    /// wins; keys of prepared transactions conflict).
+    fn check_spilled_conflicts(
+        &self,
+        parts: &mut [(Arc<CfInner>, crate::iter::MergeIter)],
+        check: &CheckSeq<'_>,
+    ) -> Result<()> {
+        let prep = self.prepared.lock();
+        for (cf, it) in parts.iter_mut() {
+            if cf.dropped.load(Ordering::Acquire) {
+                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+            }
+            it.seek_to_first();
+            while it.valid() {
+                let k = it.key();
+                if (!prep.keys.is_empty() && prep.keys.contains(&(cf.id, k.to_vec())))
+                    || self.newer_than(cf, k, check(cf.id, k))?
+                {
+                    crate::metrics::WRITE_CONFLICTS.inc();
+                    return Err(Error::Conflict);
+                }
+                it.next();
+            }
+            it.status()?;
+        }
+        Ok(())
+    }
+
+    /// Rotates and flushes the memtables of `cf` (write lock held), so none
+    /// holds a version older than the L0 tables a spilled commit adds.
+    fn empty_memtables(&self, w: &mut WriteState, cf: &Arc<CfInner>) -> Result<()> {
+        self.rotate(w, cf)?;
+        while self.flush_one(cf)? {}
+        if !cf.current().imms.is_empty() {
+            return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+        }
+        Ok(())
+    }
+
+    /// Writes each column family's stream as L0 tables (and value log
+    /// files for large values) carrying sequence `seq`, into `out`.
+    fn write_spilled_tables(
+        &self,
+        parts: &mut [(Arc<CfInner>, crate::iter::MergeIter)],
+        seq: u64,
+        out: &mut SpilledTables,
+    ) -> Result<()> {
+        let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
+        for (cf, it) in parts.iter_mut() {
+            // Large values go to a value log, as in a flush.
+            let mut vo = crate::vlog::file::VlogOut::new(
+                &self.dir,
+                &alloc,
+                cf.opts.value_separation_threshold,
+            )
+            .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
+            let mut b: Option<(u64, TableBuilder)> = None;
+            if let Err(e) = self.write_spilled_cf(cf, it, seq, &mut vo, &mut b, out) {
+                vo.abort();
+                if let Some((_, tb)) = b.take() {
+                    let p = tb.path().to_path_buf();
+                    drop(tb);
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+            // The value log is durable before the tables pointing into it.
+            if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys)? {
+                out.vlogs.push((cf.id, v));
+            }
+            if let Some((no, tb)) = b.take() {
+                let (fm, t) =
+                    finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
+                out.tables.push((cf.id, fm, t));
+            }
+        }
+        Ok(())
+    }
+
+    /// One column family's stream: tables of about a write buffer each (the
+    /// last one left open in `b`), large values into `vo`.
+    fn write_spilled_cf(
+        &self,
+        cf: &CfInner,
+        it: &mut crate::iter::MergeIter,
+        seq: u64,
+        vo: &mut crate::vlog::file::VlogOut<'_>,
+        b: &mut Option<(u64, TableBuilder)>,
+        out: &mut SpilledTables,
+    ) -> Result<()> {
+        let target = (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20);
+        it.seek_to_first();
+        while it.valid() {
+            if b.is_none() {
+                let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+                let path = sst::table_path(&self.dir, no);
+                let cipher = crate::crypto::FileCipher::for_new_file_if(
+                    &self.opts.keys,
+                    cf.opts.encryption_key,
+                    &path,
+                )?;
+                let tb = TableBuilder::create(
+                    path,
+                    cf.opts.block_size,
+                    cf.opts.compression,
+                    cf.opts.bloom_bits_per_key,
+                    cipher,
+                )?;
+                *b = Some((no, tb));
+            }
+            if let Some((_, tb)) = b.as_mut() {
+                if it.kind() == Kind::Put && vo.separates(it.value()) {
+                    let p = vo.put(it.key(), it.value())?;
+                    tb.add(it.key(), seq, Kind::ValuePtr, p)?;
+                } else {
+                    tb.add(it.key(), seq, it.kind(), it.value())?;
+                }
+                if tb.estimated_size() >= target {
+                    if let Some((no, tb)) = b.take() {
+                        let (fm, t) =
+                            finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
+                        out.tables.push((cf.id, fm, t));
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status()
+    }
+
+    /// The commit point of a spilled write set: one manifest edit adding its
+    /// tables and value logs (`AddFile`* + `FlushedSeq` + `LastSeq`), then
+    /// the new files installed into each column family's super-version.
+    fn install_spilled(
+        &self,
+        parts: &[(Arc<CfInner>, crate::iter::MergeIter)],
+        out: &SpilledTables,
+        seq: u64,
+        extra: Vec<EditOp>,
+    ) -> Result<()> {
+        let mut m = self.manifest.lock();
+        let (mw, st) = &mut *m;
+        if let Some((cf, _)) = parts
+            .iter()
+            .find(|(c, _)| c.dropped.load(Ordering::Acquire))
+        {
+            return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+        }
+        let mut ops = Vec::new();
+        for (cf, (vf, size)) in &out.vlogs {
+            ops.push(EditOp::VlogAdd {
+                cf: *cf,
+                file_no: vf.no,
+                size: *size,
+            });
+        }
+        for (cf, fm, _) in &out.tables {
+            ops.push(EditOp::AddFile {
+                cf: *cf,
+                level: 0,
+                meta: fm.clone(),
+            });
+        }
+        for (cf, _) in parts {
+            ops.push(EditOp::FlushedSeq(cf.id, seq));
+        }
+        ops.push(EditOp::LastSeq(seq));
+        ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
+        ops.extend(extra);
+        self.apply_manifest(mw, st, &ops)?;
+        for (cf, _) in parts {
+            let mut g = cf.sv.write();
+            let mut levels = (*g.levels).clone();
+            for (id, fm, t) in &out.tables {
+                if *id == cf.id {
+                    levels.levels[0].push(Arc::new(FileHandle {
+                        meta: fm.clone(),
+                        table: t.clone(),
+                    }));
+                }
+            }
+            for (id, (vf, _)) in &out.vlogs {
+                if *id == cf.id {
+                    levels.vlogs.insert(vf.no, vf.clone());
+                }
+            }
+            levels.normalize();
+            *g = Arc::new(SuperVersion {
+                mem: g.mem.clone(),
+                imms: g.imms.clone(),
+                levels: Arc::new(levels),
+            });
+        }
+        Ok(())
     }
 
     /// Resolves a detached / recovered prepared transaction.
@@ -2169,13 +2142,64 @@ impl DbInner {
         }
     }
 
+    /// Writes one commit group (leader only): waits for room in the touched
+    /// column families, checks and frames every request, appends (and
+    /// fsyncs) the frames as one WAL write, inserts the accepted ops into
+    /// the memtables, settles prepared transactions, publishes the new
+    /// sequence and rotates memtables that are full.
     fn process_group(&self, group: &[(u64, Arc<CommitReq>)]) -> Vec<Result<u64>> {
         let mut w = self.write.lock();
-        let mut results: Vec<Result<u64>> = Vec::with_capacity(group.len());
-        if let Err(e) = self.check_writable() {
+        let room = self
+            .check_writable()
+            .and_then(|()| self.wait_for_write_room(&mut w, group));
+        if let Err(e) = room {
             return group.iter().map(|_| Err(e.duplicate())).collect();
         }
-        // Stall while a touched column family has too many unflushed memtables.
+        let base_seq = w.last_seq;
+        let mut plan = self.plan_group(group, base_seq);
+        if plan.accepted.is_empty() {
+            return plan.results;
+        }
+        let sync = *self.sync_mode.lock() == SyncMode::Full
+            && plan.accepted.iter().any(|(i, _, _)| group[*i].1.sync);
+        let logged = match self.append_group(&mut w, &plan.framed, sync) {
+            Ok(logged) => logged,
+            Err(e) => {
+                for (i, _, _) in &plan.accepted {
+                    plan.results[*i] = Err(e.duplicate());
+                }
+                return plan.results;
+            }
+        };
+        let touched = insert_into_memtables(&mut plan.accepted, &logged);
+        let cur_seg = w.wal.as_ref().map_or(0, |x| x.number);
+        self.settle_prepared(&plan.resolved, plan.new_prepared, cur_seg);
+        if plan.next_seq > base_seq {
+            w.last_seq = plan.next_seq;
+            w.seg_max_seq = plan.next_seq;
+            self.visible_seq.store(plan.next_seq, Ordering::Release);
+        }
+        for cf in touched {
+            if cf.current().mem.size() >= self.opts.write_buffer_size {
+                // Data is durable in the WAL already. A rotation that could
+                // not create the next segment (no space) is tried again at
+                // the next commit; a failed fsync poisoned in `new_segment`.
+                let _ = self.rotate(&mut w, &cf);
+            }
+        }
+        self.maybe_rotate_for_wal_size(&mut w);
+        plan.results
+    }
+
+    /// Stalls while a column family the group touches has too many unflushed
+    /// memtables or L0 files, and slows down briefly near the L0 limit. Fails
+    /// when the database stops being writable or the background work that
+    /// would end the stall fails on I/O.
+    fn wait_for_write_room(
+        &self,
+        w: &mut parking_lot::MutexGuard<'_, WriteState>,
+        group: &[(u64, Arc<CommitReq>)],
+    ) -> Result<()> {
         loop {
             let stalled = group.iter().any(|(_, r)| {
                 r.ops.lock().iter().any(|(cf, _, _)| {
@@ -2188,20 +2212,18 @@ impl DbInner {
             if !stalled {
                 break;
             }
-            if let Err(e) = self.check_writable() {
-                return group.iter().map(|_| Err(e.duplicate())).collect();
-            }
+            self.check_writable()?;
             // The flush / compaction that would end the stall is failing on
             // I/O (a full disk): fail these writes with its error instead of
             // waiting for ever. (A compaction failing on a damaged file does
             // not fail writes: other flushes and compactions go on.)
-            if let Some(e @ Error::Io { .. }) = self.bg_error.lock().as_ref() {
-                return group.iter().map(|_| Err(e.duplicate())).collect();
+            if let Some(e) = self.bg.io_error() {
+                return Err(e);
             }
             crate::metrics::WRITE_STALLS.inc();
             self.pacer.urge();
             self.request_flush();
-            self.stall_cv.wait_for(&mut w, Duration::from_millis(50));
+            self.stall_cv.wait_for(w, Duration::from_millis(50));
         }
         let slow = group.iter().any(|(_, r)| {
             r.ops.lock().iter().any(|(cf, _, _)| {
@@ -2211,16 +2233,25 @@ impl DbInner {
         if slow {
             crate::metrics::WRITE_SLOWDOWNS.inc();
             self.pacer.urge();
-            self.bg_notify();
-            self.stall_cv.wait_for(&mut w, Duration::from_millis(1));
+            self.bg.notify();
+            self.stall_cv.wait_for(w, Duration::from_millis(1));
         }
-        let mut framed = wal::Frames::default();
-        let mut accepted: Vec<(usize, u64, CfOps)> = Vec::new();
+        Ok(())
+    }
+
+    /// Checks every request of the group (in order, each against the ones
+    /// accepted before it) and frames the accepted ones' WAL records, giving
+    /// commits the sequences after `base_seq`.
+    fn plan_group(&self, group: &[(u64, Arc<CommitReq>)], base_seq: u64) -> GroupPlan {
+        let mut plan = GroupPlan {
+            results: Vec::with_capacity(group.len()),
+            framed: wal::Frames::default(),
+            accepted: Vec::new(),
+            new_prepared: Vec::new(),
+            resolved: Vec::new(),
+            next_seq: base_seq,
+        };
         let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
-        let mut new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)> = Vec::new();
-        let mut resolved: Vec<(Vec<u8>, u64)> = Vec::new();
-        let base_seq = w.last_seq;
-        let mut next_seq = base_seq;
         for (i, (_, req)) in group.iter().enumerate() {
             let mut ops = std::mem::take(&mut *req.ops.lock());
             let resolving = matches!(
@@ -2232,45 +2263,17 @@ impl DbInner {
                 // family dropped since the prepare are simply skipped.
                 ops.retain(|(cf, _, _)| !cf.dropped.load(Ordering::Acquire));
             }
-            let r = (|| -> Result<()> {
-                let prep = self.prepared.lock();
-                if let ReqKind::Prepare(x) = &req.kind {
-                    if prep.by_xid.contains_key(x) || new_prepared.iter().any(|p| &p.0 == x) {
-                        return Err(Error::InvalidArgument("xid is already prepared".into()));
-                    }
-                }
-                for (cf, op, check_seq) in &ops {
-                    if cf.dropped.load(Ordering::Acquire) {
-                        return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
-                    }
-                    if req.check_conflicts {
-                        // Keys of earlier requests of this group / of
-                        // prepared txns (skipped when there are none).
-                        if (!group_keys.is_empty() || !prep.keys.is_empty()) && {
-                            let k = (op.cf, op.key.clone());
-                            group_keys.contains(&k) || prep.keys.contains(&k)
-                        } {
-                            crate::metrics::WRITE_CONFLICTS.inc();
-                            return Err(Error::Conflict);
-                        }
-                        if self.newer_than(cf, &op.key, *check_seq)? {
-                            crate::metrics::WRITE_CONFLICTS.inc();
-                            return Err(Error::Conflict);
-                        }
-                    }
-                }
-                Ok(())
-            })();
-            if let Err(e) = r {
-                results.push(Err(e));
+            if let Err(e) = self.check_request(req, &ops, &group_keys, &plan.new_prepared) {
+                plan.results.push(Err(e));
                 continue;
             }
+            let framed = &mut plan.framed;
             framed.reserve(batch::encoded_size(ops.iter().map(|(_, o, _)| o)) + 8);
             let last = i + 1 == group.len();
             match &req.kind {
                 ReqKind::Commit => {
-                    next_seq += 1;
-                    let seq = next_seq;
+                    plan.next_seq += 1;
+                    let seq = plan.next_seq;
                     framed
                         .frame(|out| batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o)));
                     // Only later requests of the group need our keys (not
@@ -2280,8 +2283,8 @@ impl DbInner {
                             group_keys.insert((o.cf, o.key.clone()));
                         }
                     }
-                    results.push(Ok(next_seq));
-                    accepted.push((i, next_seq, ops));
+                    plan.results.push(Ok(seq));
+                    plan.accepted.push((i, seq, ops));
                 }
                 ReqKind::Prepare(x) => {
                     framed
@@ -2289,107 +2292,119 @@ impl DbInner {
                     let keys: Vec<(u64, Vec<u8>)> =
                         ops.iter().map(|(_, o, _)| (o.cf, o.key.clone())).collect();
                     group_keys.extend(keys.iter().cloned());
-                    new_prepared.push((x.clone(), req.owner, keys));
-                    results.push(Ok(0));
-                    accepted.push((i, 0, Vec::new()));
+                    plan.new_prepared.push((x.clone(), req.owner, keys));
+                    plan.results.push(Ok(0));
+                    plan.accepted.push((i, 0, Vec::new()));
                 }
                 ReqKind::CommitPrepared(x) => {
-                    next_seq += 1;
-                    let seq = next_seq;
+                    plan.next_seq += 1;
+                    let seq = plan.next_seq;
                     framed.frame(|out| batch::encode_commit_prepared(out, seq, x));
-                    resolved.push((x.clone(), next_seq));
-                    results.push(Ok(next_seq));
-                    accepted.push((i, next_seq, ops));
+                    plan.resolved.push((x.clone(), seq));
+                    plan.results.push(Ok(seq));
+                    plan.accepted.push((i, seq, ops));
                 }
                 ReqKind::RollbackPrepared(x) => {
                     framed.frame(|out| batch::encode_rollback_prepared(out, x));
-                    resolved.push((x.clone(), 0));
-                    results.push(Ok(0));
-                    accepted.push((i, 0, Vec::new()));
+                    plan.resolved.push((x.clone(), 0));
+                    plan.results.push(Ok(0));
+                    plan.accepted.push((i, 0, Vec::new()));
                 }
             }
         }
-        if accepted.is_empty() {
-            return results;
+        plan
+    }
+
+    /// One request's checks: a prepare's xid is new; its column families
+    /// exist; with conflict checks, no key is written by an earlier request
+    /// of the group, by a prepared transaction, or committed after the
+    /// key's check sequence (first committer wins).
+    fn check_request(
+        &self,
+        req: &CommitReq,
+        ops: &CfOps,
+        group_keys: &HashSet<(u64, Vec<u8>)>,
+        new_prepared: &[(Vec<u8>, u64, Vec<LockKey>)],
+    ) -> Result<()> {
+        let prep = self.prepared.lock();
+        if let ReqKind::Prepare(x) = &req.kind {
+            if prep.by_xid.contains_key(x) || new_prepared.iter().any(|p| &p.0 == x) {
+                return Err(Error::InvalidArgument("xid is already prepared".into()));
+            }
         }
-        let sync = *self.sync_mode.lock() == SyncMode::Full
-            && accepted.iter().any(|(i, _, _)| group[*i].1.sync);
-        // Where each out-of-line value lands in the WAL (by the address of
-        // its buffer): kept in the memtable, so a flush can point into the
-        // segment instead of copying the value again (`build_table`).
-        let mut logged: HashMap<usize, wal::WalLoc> = HashMap::new();
-        let io = (|| -> Result<()> {
-            let wal = w.wal.as_mut().ok_or(Error::Closed)?;
-            let (segment, base) = (wal.number, wal.size);
-            // Fsynced groups overwrite zeros written ahead (no journal commit
-            // per fsync, see `wal::PREFILL_BYTES`).
-            wal.prefill = sync;
-            // A failed append (no space, ...) is cut back off the segment by
-            // the writer: these commits fail, later ones may succeed. Only a
-            // failed fsync (or a cut that failed) refuses writes until reopen.
-            if let Err(e) = wal.append_frames(&framed) {
-                if wal.torn {
-                    self.poison();
+        for (cf, op, check_seq) in ops {
+            if cf.dropped.load(Ordering::Acquire) {
+                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
+            }
+            if req.check_conflicts {
+                // Keys of earlier requests of this group / of prepared txns
+                // (skipped when there are none).
+                if (!group_keys.is_empty() || !prep.keys.is_empty()) && {
+                    let k = (op.cf, op.key.clone());
+                    group_keys.contains(&k) || prep.keys.contains(&k)
+                } {
+                    crate::metrics::WRITE_CONFLICTS.inc();
+                    return Err(Error::Conflict);
                 }
+                if self.newer_than(cf, &op.key, *check_seq)? {
+                    crate::metrics::WRITE_CONFLICTS.inc();
+                    return Err(Error::Conflict);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends the group's frames to the WAL as one write (and fsyncs them
+    /// when `sync`); returns where each out-of-line value landed, by the
+    /// address of its buffer: kept in the memtable, so a flush can point
+    /// into the segment instead of copying the value again (`build_table`).
+    fn append_group(
+        &self,
+        w: &mut WriteState,
+        framed: &wal::Frames,
+        sync: bool,
+    ) -> Result<HashMap<usize, wal::WalLoc>> {
+        let mut logged: HashMap<usize, wal::WalLoc> = HashMap::new();
+        let wal = w.wal.as_mut().ok_or(Error::Closed)?;
+        let (segment, base) = (wal.number, wal.size);
+        // Fsynced groups overwrite zeros written ahead (no journal commit
+        // per fsync, see `wal::PREFILL_BYTES`).
+        wal.prefill = sync;
+        // A failed append (no space, ...) is cut back off the segment by
+        // the writer: these commits fail, later ones may succeed. Only a
+        // failed fsync (or a cut that failed) refuses writes until reopen.
+        if let Err(e) = wal.append_frames(framed) {
+            if wal.torn {
+                self.poison();
+            }
+            return Err(e);
+        }
+        for (at, off) in framed.ext_offsets() {
+            let offset = base + off;
+            logged.insert(at as usize, wal::WalLoc { segment, offset });
+        }
+        crate::metrics::WAL_BYTES.add(framed.len() as u64);
+        crate::metrics::COMMIT_GROUPS.inc();
+        if sync {
+            if let Err(e) = wal.sync() {
+                self.poison();
                 return Err(e);
             }
-            for (at, off) in framed.ext_offsets() {
-                let offset = base + off;
-                logged.insert(at as usize, wal::WalLoc { segment, offset });
-            }
-            crate::metrics::WAL_BYTES.add(framed.len() as u64);
-            crate::metrics::COMMIT_GROUPS.inc();
-            if sync {
-                if let Err(e) = wal.sync() {
-                    self.poison();
-                    return Err(e);
-                }
-                self.wal_syncs.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(())
-        })();
-        if let Err(e) = io {
-            for (i, _, _) in &accepted {
-                results[*i] = Err(e.duplicate());
-            }
-            return results;
+            self.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
-        let mut touched: Vec<Arc<CfInner>> = Vec::new();
-        let mut run: Vec<Op> = Vec::with_capacity(WARM_RUN);
-        for (_, seq, ops) in accepted.iter_mut() {
-            // A commit's ops come per column family in key order: in runs of
-            // up to WARM_RUN of one family, the memtable first loads what
-            // their inserts will visit (several cache misses at once), then
-            // inserts them. (The memtable cannot be rotated meanwhile: that
-            // takes the write lock, which this leader holds.)
-            let mut it = ops.drain(..).peekable();
-            while let Some((cf, op, _)) = it.next() {
-                let mem = cf.sv.read().mem.clone();
-                run.push(op);
-                while run.len() < WARM_RUN {
-                    match it.next_if(|(c, _, _)| Arc::ptr_eq(c, &cf)) {
-                        Some((_, op, _)) => run.push(op),
-                        None => break,
-                    }
-                }
-                if run.len() > 1 {
-                    mem.warm_inserts(run.iter().map(|o| o.key.as_slice()), *seq);
-                }
-                for op in run.drain(..) {
-                    // The value's buffer is shared with the write set (no copy).
-                    let loc = if logged.is_empty() {
-                        None
-                    } else {
-                        logged.get(&(op.value.as_ptr() as usize)).copied()
-                    };
-                    mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc, loc);
-                }
-                if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
-                    touched.push(cf);
-                }
-            }
-        }
-        let cur_seg = w.wal.as_ref().map_or(0, |x| x.number);
+        Ok(logged)
+    }
+
+    /// After a durable group: forgets the prepared transactions it resolved
+    /// (their keys free again) and registers those it prepared, pinned to
+    /// WAL segment `cur_seg`.
+    fn settle_prepared(
+        &self,
+        resolved: &[(Vec<u8>, u64)],
+        new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)>,
+        cur_seg: u64,
+    ) {
         if !resolved.is_empty() {
             // A committed prepare's segment must live until the commit's
             // sequence is flushed: raise its max sequence *before* unpinning.
@@ -2409,7 +2424,7 @@ impl DbInner {
                 }
             }
             let mut p = self.prepared.lock();
-            for (x, _) in &resolved {
+            for (x, _) in resolved {
                 if let Some(e) = p.by_xid.remove(x) {
                     for k in &e.keys {
                         p.keys.remove(k);
@@ -2434,21 +2449,6 @@ impl DbInner {
                 );
             }
         }
-        if next_seq > base_seq {
-            w.last_seq = next_seq;
-            w.seg_max_seq = next_seq;
-            self.visible_seq.store(next_seq, Ordering::Release);
-        }
-        for cf in touched {
-            if cf.current().mem.size() >= self.opts.write_buffer_size {
-                // Data is durable in the WAL already. A rotation that could
-                // not create the next segment (no space) is tried again at
-                // the next commit; a failed fsync poisoned in `new_segment`.
-                let _ = self.rotate(&mut w, &cf);
-            }
-        }
-        self.maybe_rotate_for_wal_size(&mut w);
-        results
     }
 
     /// Moves the memtable of `cf` to the immutable list and starts a new WAL
@@ -2522,8 +2522,7 @@ impl DbInner {
     }
 
     pub(crate) fn request_flush(&self) {
-        self.bg.lock().flush_requested = true;
-        self.bg_cv.notify_all();
+        self.bg.request_flush();
     }
 
     // ------------------------------------------------------------ flush
@@ -2646,7 +2645,7 @@ impl DbInner {
         // Writes are coming in: compaction keeps up with them unpaced.
         self.pacer.urge();
         self.stall_cv.notify_all();
-        self.bg_notify();
+        self.bg.notify();
         Ok(true)
     }
 
@@ -2826,19 +2825,9 @@ impl DbInner {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Err(Error::Closed);
         }
-        {
-            let mut g = self.bg.lock();
-            g.shutdown = true;
-        }
-        self.bg_cv.notify_all();
+        self.bg.shut_down();
         self.stall_cv.notify_all();
-        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock());
-        let me = std::thread::current().id();
-        for t in threads {
-            if t.thread().id() != me {
-                let _ = t.join();
-            }
-        }
+        self.bg.join();
         // Wait out an in-flight commit group, then sync.
         let mut w = self.write.lock();
         let r = match w.wal.take() {
@@ -2876,45 +2865,81 @@ impl DbInner {
     }
 }
 
-/// Pause before retrying a failed background job: 100 ms, doubling, at most 5 s.
-pub(crate) fn next_backoff(prev: Duration) -> Duration {
-    (prev * 2).clamp(Duration::from_millis(100), Duration::from_secs(5))
+/// What the commit leader made of a group before writing it: every request's
+/// result so far, the WAL frames of the accepted ones, and what those change
+/// once durable.
+struct GroupPlan {
+    results: Vec<Result<u64>>,
+    framed: wal::Frames,
+    /// (index in the group, commit sequence or 0, ops to insert).
+    accepted: Vec<(usize, u64, CfOps)>,
+    /// (xid, lock owner, keys) of the group's prepares.
+    new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)>,
+    /// (xid, commit sequence or 0 for a rollback) of resolved prepares.
+    resolved: Vec<(Vec<u8>, u64)>,
+    /// Highest sequence the group gives out.
+    next_seq: u64,
 }
 
-/// A new WAL segment, encrypted with `DbOptions::log_encryption_key` if set.
-fn new_wal_segment(dir: &Path, no: u64, opts: &DbOptions) -> Result<WalWriter> {
-    let path = wal::segment_path(dir, no);
-    let cipher =
-        crate::crypto::FileCipher::for_new_file_if(&opts.keys, opts.log_encryption_key, &path)?;
-    WalWriter::create_encrypted(dir, no, cipher)
-}
-
-/// A value log file written by a job, opened, with its size.
-pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);
-
-/// Finishes (fsyncs) the value log of a job and opens it for reading.
-pub(crate) fn finish_vlog(
-    vo: crate::vlog::file::VlogOut<'_>,
-    dir: &Path,
-    dio: Option<&Arc<crate::fsutil::DirectIo>>,
-    keys: &crate::crypto::Keyring,
-) -> Result<Option<VlogOutFile>> {
-    match vo.finish()? {
-        None => Ok(None),
-        Some((no, size)) => {
-            match crate::vlog::file::VlogFile::open(
-                dir,
-                no,
-                crate::vlog::file::VlogFormat::Records,
-                dio,
-                keys,
-            ) {
-                Ok(f) => Ok(Some((Arc::new(f), size))),
-                Err(e) => {
-                    let _ = std::fs::remove_file(crate::vlog::file::vlog_path(dir, no));
-                    Err(e)
+/// Inserts a durable group's ops into the memtables; returns the column
+/// families touched. A commit's ops come per column family in key order: in
+/// runs of up to WARM_RUN of one family, the memtable first loads what their
+/// inserts will visit (several cache misses at once), then inserts them. (The
+/// memtable cannot be rotated meanwhile: that takes the write lock, which the
+/// leader holds.)
+fn insert_into_memtables(
+    accepted: &mut [(usize, u64, CfOps)],
+    logged: &HashMap<usize, wal::WalLoc>,
+) -> Vec<Arc<CfInner>> {
+    let mut touched: Vec<Arc<CfInner>> = Vec::new();
+    let mut run: Vec<Op> = Vec::with_capacity(WARM_RUN);
+    for (_, seq, ops) in accepted.iter_mut() {
+        let mut it = ops.drain(..).peekable();
+        while let Some((cf, op, _)) = it.next() {
+            let mem = cf.sv.read().mem.clone();
+            run.push(op);
+            while run.len() < WARM_RUN {
+                match it.next_if(|(c, _, _)| Arc::ptr_eq(c, &cf)) {
+                    Some((_, op, _)) => run.push(op),
+                    None => break,
                 }
             }
+            if run.len() > 1 {
+                mem.warm_inserts(run.iter().map(|o| o.key.as_slice()), *seq);
+            }
+            for op in run.drain(..) {
+                // The value's buffer is shared with the write set (no copy).
+                let loc = if logged.is_empty() {
+                    None
+                } else {
+                    logged.get(&(op.value.as_ptr() as usize)).copied()
+                };
+                mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc, loc);
+            }
+            if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
+                touched.push(cf);
+            }
+        }
+    }
+    touched
+}
+
+/// The files a spilled commit has written so far: (cf, meta, table) and
+/// (cf, value log file).
+#[derive(Default)]
+struct SpilledTables {
+    tables: Vec<(u64, FileMeta, Arc<Table>)>,
+    vlogs: Vec<(u64, VlogOutFile)>,
+}
+
+impl SpilledTables {
+    /// Deletes them (the commit failed before its manifest edit).
+    fn remove(&self, dir: &Path) {
+        for (_, fm, _) in &self.tables {
+            let _ = std::fs::remove_file(sst::table_path(dir, fm.file_no));
+        }
+        for (_, (vf, _)) in &self.vlogs {
+            vf.mark_obsolete();
         }
     }
 }
@@ -3080,7 +3105,7 @@ pub(crate) fn build_table(
                 .and_then(|(l, crc)| adopted.get_mut(&l.segment).map(|a| (l, crc, a)));
             if let Some((l, crc, (f, used))) = in_wal {
                 ptr_buf.clear();
-                crate::vlog::file::Ptr {
+                crate::value_ptr::Ptr {
                     file: f.no,
                     offset: l.offset,
                     len: value.len() as u64,
@@ -3145,31 +3170,10 @@ pub(crate) fn build_table(
     }
 }
 
-pub(crate) fn finish_table(
-    b: TableBuilder,
-    no: u64,
-    cache: &Arc<BlockCache>,
-    dio: Option<&Arc<crate::fsutil::DirectIo>>,
-    keys: &crate::crypto::Keyring,
-) -> Result<(FileMeta, Arc<Table>)> {
-    let path = b.path().to_path_buf();
-    // A file that cannot be finished (no space, ...) must not stay behind.
-    let (size, props) = b.finish().inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
-    })?;
-    crate::metrics::TABLE_BYTES.add(size);
-    let t = Table::open_with(path.clone(), no, cache.clone(), dio, keys).inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
-    })?;
-    let fm = FileMeta {
-        file_no: no,
-        size,
-        min_seq: props.min_seq,
-        max_seq: props.max_seq,
-        num_entries: props.num_entries,
-        smallest: props.smallest_user().to_vec(),
-        largest: props.largest_user().to_vec(),
-        encrypted: t.is_encrypted(),
-    };
-    Ok((fm, Arc::new(t)))
+/// A new WAL segment, encrypted with `DbOptions::log_encryption_key` if set.
+fn new_wal_segment(dir: &Path, no: u64, opts: &DbOptions) -> Result<WalWriter> {
+    let path = wal::segment_path(dir, no);
+    let cipher =
+        crate::crypto::FileCipher::for_new_file_if(&opts.keys, opts.log_encryption_key, &path)?;
+    WalWriter::create_encrypted(dir, no, cipher)
 }

@@ -1,12 +1,15 @@
 //! The database: the `Db` facade and what assembles the concepts below it.
 //!
 //! Owns: open and recovery, the commit pipeline (group commit into the WAL
-//! and memtables), flush, background work, prepared (2PC) transactions, and
-//! the statistics read through `Db::metrics` (`database`); checkpoints, a
-//! consistent image of the database at one commit point (`checkpoint`).
+//! and memtables), flush, prepared (2PC) transactions, and the statistics
+//! read through `Db::metrics` (`database`); the background threads' shared
+//! state: flush requests, shutdown, the last background failure
+//! (`background`); checkpoints, a consistent image of the database at one
+//! commit point (`checkpoint`).
 //!
 //! May use: every other folder of the crate; nothing below imports `db`.
 
+mod background;
 pub(crate) mod checkpoint;
 pub(crate) mod database;
 mod encryption;

@@ -4,8 +4,9 @@
 //! writes a table, the reader and iterator that read one (`sst`); the shared
 //! block cache of decoded blocks and value log records (`cache`).
 //!
-//! May use: the foundation modules, `vlog::file::Ptr` (to count a table's
-//! pointers into each value log file). Not the version set nor the database.
+//! May use: the foundation modules (`value_ptr`, to count a table's pointers
+//! into each value log file). Not the value log, the version set nor the
+//! database.
 
 pub(crate) mod cache;
 pub(crate) mod sst;

@@ -656,7 +656,7 @@ impl TableBuilder {
             self.props.num_deletes += 1;
         }
         if kind == Kind::ValuePtr {
-            if let Some(p) = crate::vlog::file::Ptr::decode(value) {
+            if let Some(p) = crate::value_ptr::Ptr::decode(value) {
                 self.vlog_refs.insert(p.file);
             }
         }

@@ -60,6 +60,9 @@ use std::time::{Duration, Instant};
 
 const SHARDS: usize = 64;
 
+/// Default of [`crate::Db::set_lock_escalation_threshold`].
+pub(crate) const DEFAULT_ESCALATION_THRESHOLD: usize = 100_000;
+
 /// Lock mode for [`crate::Txn::lock`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
@@ -176,8 +179,8 @@ struct Shard {
     cv: Condvar,
 }
 
-/// A transaction's write set of one column family (see `txn.rs`).
-pub(crate) type WsHandle = Arc<Mutex<crate::txn::transaction::WsView>>;
+/// A transaction's write set of one column family (see `spill.rs`).
+pub(crate) type WsHandle = Arc<Mutex<crate::txn::spill::WsView>>;
 
 /// One range lock: keys `lo <= k <= hi` (`hi = None`: no upper end).
 struct RangeLock {
@@ -254,6 +257,9 @@ pub(crate) struct LockManager {
     tables: Mutex<FxHashMap<u64, Vec<(u64, LockMode)>>>,
     /// Number of table locks held; 0 lets row requests skip the table check.
     n_tables: AtomicUsize,
+    /// Row locks per transaction and column family before escalation to a
+    /// table lock (0 = never).
+    escalation_threshold: AtomicUsize,
 }
 
 impl LockManager {
@@ -274,7 +280,18 @@ impl LockManager {
             ranges: AtomicUsize::new(0),
             tables: Mutex::new(FxHashMap::default()),
             n_tables: AtomicUsize::new(0),
+            escalation_threshold: AtomicUsize::new(DEFAULT_ESCALATION_THRESHOLD),
         }
+    }
+
+    /// Row locks a transaction may hold in one column family before it
+    /// escalates them to a table lock (0 = never).
+    pub(crate) fn escalation_threshold(&self) -> usize {
+        self.escalation_threshold.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_escalation_threshold(&self, locks: usize) {
+        self.escalation_threshold.store(locks, Ordering::Relaxed);
     }
 
     pub(crate) fn set_observer(&self, observer: Option<LockWaitObserver>) {
@@ -473,56 +490,38 @@ impl LockManager {
             }
         };
         // Slow path: wait.
-        let deadline = Instant::now().checked_add(timeout);
-        let mut waiting = false;
-        let mut told = Vec::new();
-        let res = loop {
-            let e = map.entry(key.clone()).or_insert_with(|| Entry {
-                first: None,
-                more: None,
-                waiters: 0,
-            });
-            let mut blockers = e.blockers(me, mode);
-            for t in self.table_blockers(me, cf, mode) {
-                if !blockers.contains(&t) {
-                    blockers.push(t);
+        let (res, waited) = self.wait_until_free(
+            &mut map,
+            &sh.cv,
+            me,
+            timeout,
+            cancel,
+            |map| {
+                // The entry stays (waiters > 0) while the mutex is released.
+                if let Some(e) = map.get_mut(&*key) {
+                    e.waiters += 1;
                 }
-            }
-            if blockers.is_empty() {
-                e.grant(me, mode);
-                break Ok(());
-            }
-            if !waiting {
-                crate::metrics::LOCK_WAITS.inc();
-                e.waiters += 1;
-                waiting = true;
-            }
-            // The entry stays (waiters > 0) while the mutex is released.
-            if self.notify_wait(&mut map, me, &blockers, &mut told) {
-                continue;
-            }
-            if self.would_deadlock(me, &blockers) {
-                crate::metrics::DEADLOCKS.inc();
-                break Err(Error::Deadlock);
-            }
-            self.waits_for.lock().insert(me, blockers);
-            if cancel.swap(false, Ordering::SeqCst) {
-                break Err(Error::Cancelled);
-            }
-            let now = Instant::now();
-            let wake = match deadline {
-                Some(d) if now >= d => {
-                    crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
-                    break Err(Error::LockTimeout);
+            },
+            |map| {
+                let e = map.entry(key.clone()).or_insert_with(|| Entry {
+                    first: None,
+                    more: None,
+                    waiters: 0,
+                });
+                let mut blockers = e.blockers(me, mode);
+                for t in self.table_blockers(me, cf, mode) {
+                    if !blockers.contains(&t) {
+                        blockers.push(t);
+                    }
                 }
-                Some(d) => d.min(now + Duration::from_millis(50)),
-                None => now + Duration::from_millis(50),
-            };
-            sh.cv.wait_until(&mut map, wake);
-        };
-        self.waits_for.lock().remove(&me);
+                if blockers.is_empty() {
+                    e.grant(me, mode);
+                }
+                blockers
+            },
+        );
         if let Some(e) = map.get_mut(&*key) {
-            if waiting {
+            if waited {
                 e.waiters -= 1;
             }
             if res.is_err() && e.is_free() {
@@ -621,26 +620,55 @@ impl LockManager {
         me: u64,
         timeout: Duration,
         cancel: &AtomicBool,
-        mut on_wait: impl FnMut(&mut Gaps),
-        mut attempt: impl FnMut(&mut Gaps) -> Vec<u64>,
+        on_wait: impl FnMut(&mut Gaps),
+        attempt: impl FnMut(&mut Gaps) -> Vec<u64>,
     ) -> Result<()> {
-        let deadline = Instant::now().checked_add(timeout);
         let mut g = self.gaps.lock();
+        let (res, waited) =
+            self.wait_until_free(&mut g, &self.gaps_cv, me, timeout, cancel, on_wait, attempt);
+        if waited {
+            g.pending.retain(|p| p.0 != me);
+        }
+        res
+    }
+
+    /// The wait of every lock request (row, range, insert into a locked
+    /// range): runs `attempt` under `guard` (the mutex `cv` is signalled
+    /// under) until it returns no blocker, telling the observer of new
+    /// blockers, failing with `Deadlock` when waiting would close a cycle
+    /// of the wait-for graph, `Cancelled` on cancellation and `LockTimeout`
+    /// after `timeout`; waits, deadlocks and timeouts are counted in the
+    /// metrics. `on_wait` runs once, when the first blocker is found.
+    /// Returns the outcome and whether the request waited.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_until_free<T>(
+        &self,
+        guard: &mut MutexGuard<'_, T>,
+        cv: &Condvar,
+        me: u64,
+        timeout: Duration,
+        cancel: &AtomicBool,
+        mut on_wait: impl FnMut(&mut T),
+        mut attempt: impl FnMut(&mut T) -> Vec<u64>,
+    ) -> (Result<()>, bool) {
+        let deadline = Instant::now().checked_add(timeout);
         let mut waiting = false;
         let mut told = Vec::new();
         let res = loop {
-            let blockers = attempt(&mut g);
+            let blockers = attempt(&mut **guard);
             if blockers.is_empty() {
                 break Ok(());
             }
             if !waiting {
-                on_wait(&mut g);
+                crate::metrics::LOCK_WAITS.inc();
+                on_wait(&mut **guard);
                 waiting = true;
             }
-            if self.notify_wait(&mut g, me, &blockers, &mut told) {
+            if self.notify_wait(guard, me, &blockers, &mut told) {
                 continue;
             }
             if self.would_deadlock(me, &blockers) {
+                crate::metrics::DEADLOCKS.inc();
                 break Err(Error::Deadlock);
             }
             self.waits_for.lock().insert(me, blockers);
@@ -649,17 +677,19 @@ impl LockManager {
             }
             let now = Instant::now();
             let wake = match deadline {
-                Some(d) if now >= d => break Err(Error::LockTimeout),
+                Some(d) if now >= d => {
+                    crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
+                    break Err(Error::LockTimeout);
+                }
                 Some(d) => d.min(now + Duration::from_millis(50)),
                 None => now + Duration::from_millis(50),
             };
-            self.gaps_cv.wait_until(&mut g, wake);
+            cv.wait_until(guard, wake);
         };
         if waiting {
             self.waits_for.lock().remove(&me);
-            g.pending.retain(|p| p.0 != me);
         }
-        res
+        (res, waiting)
     }
 
     /// True if a range lock exists anywhere (inserts skip the check if not).
@@ -732,7 +762,7 @@ impl LockManager {
                         .filter(|p| p.0 == *owner && p.1 == cf)
                         .map(|p| p.2.as_slice())
                         .collect();
-                    if crate::txn::transaction::ws_has_key_in(ws, lo, hi, &skip) {
+                    if crate::txn::spill::ws_has_key_in(ws, lo, hi, &skip) {
                         blockers.push(*owner);
                     }
                 }
@@ -816,6 +846,46 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(*seen.lock(), vec![(2, vec![1])]);
         locks.set_observer(None);
+        Ok(())
+    }
+
+    /// A range lock wait is counted like a row lock wait: an insert into
+    /// another transaction's range that times out counts a timeout, one that
+    /// would close a cycle of the wait-for graph counts a deadlock.
+    #[test]
+    fn range_waits_count_timeouts_and_deadlocks() -> Result<()> {
+        let lm = Arc::new(LockManager::new());
+        let no_cancel = AtomicBool::new(false);
+        lm.lock_range(2, 7, b"a", Some(b"z"), Duration::ZERO, &no_cancel)?;
+        lm.lock(1, 7, b"k", LockMode::Exclusive, Duration::ZERO, &no_cancel)?;
+        let timeouts = crate::metrics::Metrics::counters().lock_wait_timeouts;
+        let r = lm.check_insert(1, 7, b"m", Duration::from_millis(20), &no_cancel);
+        assert!(matches!(r, Err(Error::LockTimeout)), "{r:?}");
+        assert!(crate::metrics::Metrics::counters().lock_wait_timeouts > timeouts);
+        // Transaction 2 waits for 1's row lock; 1 then waits for 2's range.
+        let waiter = {
+            let lm = lm.clone();
+            std::thread::spawn(move || {
+                let cancel = AtomicBool::new(false);
+                lm.lock(
+                    2,
+                    7,
+                    b"k",
+                    LockMode::Exclusive,
+                    Duration::from_secs(60),
+                    &cancel,
+                )
+            })
+        };
+        while !lm.waits_for.lock().contains_key(&2) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let deadlocks = crate::metrics::Metrics::counters().deadlocks;
+        let r = lm.check_insert(1, 7, b"m", Duration::from_secs(60), &no_cancel);
+        assert!(matches!(r, Err(Error::Deadlock)), "{r:?}");
+        assert!(crate::metrics::Metrics::counters().deadlocks > deadlocks);
+        lm.unlock_all(1, &[(7, b"k".to_vec())]);
+        waiter.join().expect("waiter thread")?;
         Ok(())
     }
 

@@ -37,9 +37,52 @@ use crate::memtable::buffer::Memtable;
 use crate::options::Compression;
 use crate::table::cache::BlockCache;
 use crate::table::sst::{Table, TableBuilder, TableIter};
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// The write set of one column family: the in-memory skiplist (newest ops)
+/// plus spilled runs (older ops, oldest first). Shared with iterators, which
+/// rebuild their write-set sources when `gen` changes (spill, dropped run).
+pub(crate) struct WsView {
+    pub mem: Arc<Memtable>,
+    pub runs: Vec<Arc<Run>>,
+    pub gen: u64,
+}
+
+/// True if the write set `ws` has a key `lo <= k <= hi` not in `skip`
+/// (range lock requests; rolled-back entries of spilled runs count too).
+pub(crate) fn ws_has_key_in(
+    ws: &Mutex<WsView>,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    skip: &[&[u8]],
+) -> bool {
+    let v = ws.lock();
+    if v.mem.any_in(lo, hi, skip) {
+        return true;
+    }
+    for r in &v.runs {
+        let mut it = TableIter::new(r.table.clone());
+        it.seek(lo, MAX_SEQ);
+        while it.valid() {
+            let k = it.user_key();
+            if hi.is_some_and(|h| k > h) {
+                break;
+            }
+            if !skip.contains(&k) {
+                return true;
+            }
+            it.next();
+        }
+        if it.status().is_err() {
+            // Unreadable run: assume a conflict (waiting is safe).
+            return true;
+        }
+    }
+    false
+}
 
 pub(crate) fn spill_path(dir: &Path, no: u64) -> PathBuf {
     dir.join(format!("{no:06}.spill"))

@@ -13,13 +13,14 @@
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::bytes::SharedBytes;
-use crate::db::database::{DbInner, ReqKind, SnapGuard};
+use crate::db::database::{DbInner, ReqKind};
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::journal::batch::Op;
 use crate::key::Kind;
 use crate::txn::lock::{CancelHandle, LockKey, LockMode};
 use crate::version::levels::{CfInner, SuperVersion};
+use crate::version::snapshots::SnapGuard;
 
 /// Flag bit in a `Txn::locks` value: the lock is exclusive (the rest of the
 /// value is the visible sequence when it was granted).
@@ -81,7 +82,7 @@ fn check_seq(lv: &LockView, buf: &mut Vec<u8>, cf: u64, key: &[u8], snap: u64) -
 use crate::memtable::buffer::{MemIter, Memtable};
 use crate::options::{CommitOptions, Isolation, IterOptions};
 use crate::table::sst::TableIter;
-use crate::txn::spill::{Run, RunIter};
+use crate::txn::spill::{Run, RunIter, WsView};
 use crate::version::levels::Cf;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -95,15 +96,6 @@ pub(crate) const WS_BASE: u64 = 1 << 60;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Savepoint {
     id: u64,
-}
-
-/// The write set of one column family: the in-memory skiplist (newest ops)
-/// plus spilled runs (older ops, oldest first). Shared with iterators, which
-/// rebuild their write-set sources when `gen` changes (spill, dropped run).
-pub(crate) struct WsView {
-    pub mem: Arc<Memtable>,
-    pub runs: Vec<Arc<Run>>,
-    pub gen: u64,
 }
 
 pub(crate) struct WsCf {
@@ -126,40 +118,6 @@ impl WsCf {
         }
         Ok(None)
     }
-}
-
-/// True if the write set `ws` has a key `lo <= k <= hi` not in `skip`
-/// (range lock requests; rolled-back entries of spilled runs count too).
-pub(crate) fn ws_has_key_in(
-    ws: &Mutex<WsView>,
-    lo: &[u8],
-    hi: Option<&[u8]>,
-    skip: &[&[u8]],
-) -> bool {
-    use crate::iter::InternalIterator;
-    let v = ws.lock();
-    if v.mem.any_in(lo, hi, skip) {
-        return true;
-    }
-    for r in &v.runs {
-        let mut it = TableIter::new(r.table.clone());
-        it.seek(lo, crate::key::MAX_SEQ);
-        while it.valid() {
-            let k = it.user_key();
-            if hi.is_some_and(|h| k > h) {
-                break;
-            }
-            if !skip.contains(&k) {
-                return true;
-            }
-            it.next();
-        }
-        if it.status().is_err() {
-            // Unreadable run: assume a conflict (waiting is safe).
-            return true;
-        }
-    }
-    false
 }
 
 /// Write-set sources of `view` for a merge (memory first, then the runs).
@@ -912,7 +870,7 @@ impl Txn {
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(v);
-                let threshold = self.db.lock_escalation_threshold.load(Ordering::Relaxed);
+                let threshold = self.db.locks.escalation_threshold();
                 let c = self.cf_locks.entry(cfid).or_default();
                 c.count += 1;
                 if threshold > 0 && c.count > threshold && c.count >= c.next_try {

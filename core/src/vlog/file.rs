@@ -80,6 +80,7 @@ use crate::crypto::{FileCipher, Keyring, HEADER_LEN};
 use crate::error::{Error, Result};
 use crate::fsutil::DirectIo;
 use crate::table::cache::BlockCache;
+use crate::value_ptr::Ptr;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -111,40 +112,6 @@ pub(crate) enum VlogFormat {
     /// bytes inside it (`offset`, `len` = the value; `crc` = crc32 of the
     /// value), see "WAL segments kept as value logs".
     WalSegment,
-}
-
-/// A decoded value pointer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Ptr {
-    pub file: u64,
-    pub offset: u64,
-    pub len: u64,
-    pub crc: u32,
-}
-
-impl Ptr {
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        put_varint(out, self.file);
-        put_varint(out, self.offset);
-        put_varint(out, self.len);
-        out.extend_from_slice(&self.crc.to_le_bytes());
-    }
-    pub(crate) fn decode(b: &[u8]) -> Option<Ptr> {
-        let mut r = Reader::new(b);
-        let file = r.varint()?;
-        let offset = r.varint()?;
-        let len = r.varint()?;
-        let c = r.bytes(4)?;
-        if !r.is_empty() {
-            return None;
-        }
-        Some(Ptr {
-            file,
-            offset,
-            len,
-            crc: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-        })
-    }
 }
 
 /// Writes one vlog file.

@@ -1,0 +1,69 @@
+//! Finishing the files a job writes (flush, compaction, spilled commit):
+//! a table file made durable and opened for reads, with the manifest entry
+//! that will list it; a value log file made durable and opened.
+
+use crate::error::Result;
+use crate::table::cache::BlockCache;
+use crate::table::sst::{Table, TableBuilder};
+use crate::version::manifest::FileMeta;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A value log file written by a job, opened, with its size.
+pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);
+
+/// Finishes (fsyncs) the value log of a job and opens it for reading.
+pub(crate) fn finish_vlog(
+    vo: crate::vlog::file::VlogOut<'_>,
+    dir: &Path,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    keys: &crate::crypto::Keyring,
+) -> Result<Option<VlogOutFile>> {
+    match vo.finish()? {
+        None => Ok(None),
+        Some((no, size)) => {
+            match crate::vlog::file::VlogFile::open(
+                dir,
+                no,
+                crate::vlog::file::VlogFormat::Records,
+                dio,
+                keys,
+            ) {
+                Ok(f) => Ok(Some((Arc::new(f), size))),
+                Err(e) => {
+                    let _ = std::fs::remove_file(crate::vlog::file::vlog_path(dir, no));
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn finish_table(
+    b: TableBuilder,
+    no: u64,
+    cache: &Arc<BlockCache>,
+    dio: Option<&Arc<crate::fsutil::DirectIo>>,
+    keys: &crate::crypto::Keyring,
+) -> Result<(FileMeta, Arc<Table>)> {
+    let path = b.path().to_path_buf();
+    // A file that cannot be finished (no space, ...) must not stay behind.
+    let (size, props) = b.finish().inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })?;
+    crate::metrics::TABLE_BYTES.add(size);
+    let t = Table::open_with(path.clone(), no, cache.clone(), dio, keys).inspect_err(|_| {
+        let _ = std::fs::remove_file(&path);
+    })?;
+    let fm = FileMeta {
+        file_no: no,
+        size,
+        min_seq: props.min_seq,
+        max_seq: props.max_seq,
+        num_entries: props.num_entries,
+        smallest: props.smallest_user().to_vec(),
+        largest: props.largest_user().to_vec(),
+        encrypted: t.is_encrypted(),
+    };
+    Ok((fm, Arc::new(t)))
+}
