@@ -102,6 +102,9 @@ fi
 # for wsrep_sst_<method> (its own scripts' folder).
 mkdir -p "$STAGE/usr/bin"
 install -m 0755 "$ROOT/tools/sst/wsrep_sst_tidesdb" "$STAGE/usr/bin/wsrep_sst_tidesdb"
+mkdir -p "$STAGE/usr/share/man/man1"
+gzip -9n < "$SRC/wsrep_sst_tidesdb.1" > "$STAGE/usr/share/man/man1/wsrep_sst_tidesdb.1.gz"
+chmod 0644 "$STAGE/usr/share/man/man1/wsrep_sst_tidesdb.1.gz"
 install -m 0644 "$SRC/$CNF_NAME" "$STAGE/etc/mysql/mariadb.conf.d/$CNF_NAME"
 install -m 0644 "$SRC/copyright" "$STAGE/usr/share/doc/$PKG/copyright"
 # Lintian overrides, each with its reason, once there is one (none today).
