@@ -28,12 +28,12 @@
 //!   file. All of it (tables, new value log, garbage, removal of files left
 //!   without pointers) is one manifest edit.
 
-use super::output::{finish_table, finish_vlog, VlogOutFile};
+use super::output::{create_table, finish_table, finish_vlog, VlogOutFile};
 use crate::db::database::DbInner;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::Kind;
-use crate::table::sst::{self, TableBuilder, TableIter};
+use crate::table::sst::{TableBuilder, TableIter};
 use crate::version::levels::{CfInner, FileHandle, Levels, SuperVersion};
 use crate::version::manifest::{EditOp, NUM_LEVELS};
 use std::collections::{BTreeMap, BTreeSet};
@@ -625,19 +625,7 @@ impl DbInner {
             }
             if builder.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let path = sst::table_path(&self.dir, no);
-                let cipher = crate::crypto::FileCipher::for_new_file_if(
-                    &self.opts.keys,
-                    cf.opts.encryption_key,
-                    &path,
-                )?;
-                let b = TableBuilder::create(
-                    path,
-                    cf.opts.block_size,
-                    cf.opts.compression,
-                    cf.opts.bloom_bits_per_key,
-                    cipher,
-                )?;
+                let b = create_table(&self.dir, no, &cf.opts, &self.opts.keys)?;
                 *builder = Some((no, b));
             }
             if let Some((_, b)) = builder.as_mut() {

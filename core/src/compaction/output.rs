@@ -3,11 +3,31 @@
 //! that will list it; a value log file made durable and opened.
 
 use crate::error::Result;
+use crate::options::CfOptions;
 use crate::table::cache::BlockCache;
 use crate::table::sst::{Table, TableBuilder};
 use crate::version::manifest::FileMeta;
 use std::path::Path;
 use std::sync::Arc;
+
+/// A new table file `no` of a column family with options `opts`, encrypted
+/// when the family is.
+pub(crate) fn create_table(
+    dir: &Path,
+    no: u64,
+    opts: &CfOptions,
+    keys: &crate::crypto::Keyring,
+) -> Result<TableBuilder> {
+    let path = crate::table::sst::table_path(dir, no);
+    let cipher = crate::crypto::FileCipher::for_new_file_if(keys, opts.encryption_key, &path)?;
+    TableBuilder::create(
+        path,
+        opts.block_size,
+        opts.compression,
+        opts.bloom_bits_per_key,
+        cipher,
+    )
+}
 
 /// A value log file written by a job, opened, with its size.
 pub(crate) type VlogOutFile = (Arc<crate::vlog::file::VlogFile>, u64);

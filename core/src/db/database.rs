@@ -3,7 +3,7 @@
 
 use super::background::Background;
 use crate::bytes::SharedBytes;
-use crate::compaction::output::{finish_table, finish_vlog, VlogOutFile};
+use crate::compaction::output::{create_table, finish_table, finish_vlog, VlogOutFile};
 use crate::compaction::pacer::next_backoff;
 use crate::error::{Error, Result};
 use crate::journal::batch::{self, Op, Record};
@@ -1678,19 +1678,7 @@ impl DbInner {
         while it.valid() {
             if b.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let path = sst::table_path(&self.dir, no);
-                let cipher = crate::crypto::FileCipher::for_new_file_if(
-                    &self.opts.keys,
-                    cf.opts.encryption_key,
-                    &path,
-                )?;
-                let tb = TableBuilder::create(
-                    path,
-                    cf.opts.block_size,
-                    cf.opts.compression,
-                    cf.opts.bloom_bits_per_key,
-                    cipher,
-                )?;
+                let tb = create_table(&self.dir, no, &cf.opts, &self.opts.keys)?;
                 *b = Some((no, tb));
             }
             if let Some((_, tb)) = b.as_mut() {
