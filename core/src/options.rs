@@ -121,6 +121,10 @@ impl Default for CfOptions {
 /// Transaction isolation level.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
+    /// As [`Isolation::ReadCommitted`], and plain reads also see other
+    /// transactions' uncommitted writes (InnoDB's READ UNCOMMITTED: the newest
+    /// version of a row, committed or not).
+    ReadUncommitted,
     ReadCommitted,
     RepeatableRead,
     Serializable,

@@ -43,12 +43,13 @@ pub struct Trx {
 /// InnoDB's default innodb_lock_wait_timeout.
 const DEFAULT_LOCK_WAIT_TIMEOUT: Duration = Duration::from_secs(50);
 
-/// `enum tdb_isolation` to the engine's levels. READ UNCOMMITTED reads committed data
-/// (there is nothing weaker to give); SERIALIZABLE runs as snapshot isolation plus the
+/// `enum tdb_isolation` to the engine's levels. READ UNCOMMITTED also sees other
+/// transactions' uncommitted writes; SERIALIZABLE runs as snapshot isolation plus the
 /// shim's locking reads (see the README's isolation table).
 pub fn isolation(level: u32) -> Isolation {
     match level {
-        0 | 1 => Isolation::ReadCommitted,
+        0 => Isolation::ReadUncommitted,
+        1 => Isolation::ReadCommitted,
         2 => Isolation::RepeatableRead,
         _ => Isolation::Serializable,
     }
@@ -87,7 +88,12 @@ impl Trx {
     /// Locking reads lock gaps too (next-key locking): REPEATABLE READ and
     /// SERIALIZABLE, as InnoDB.
     pub fn gap_locking(&self) -> bool {
-        self.txn.is_some() && self.isolation != Isolation::ReadCommitted && !self.skip_locked
+        self.txn.is_some()
+            && matches!(
+                self.isolation,
+                Isolation::RepeatableRead | Isolation::Serializable
+            )
+            && !self.skip_locked
     }
 
     /// How long a row lock taken by a locking read may be waited for.
@@ -112,7 +118,10 @@ impl Trx {
         }
         let isolation = self.isolation;
         let txn = self.txn()?;
-        if isolation == Isolation::ReadCommitted {
+        if matches!(
+            isolation,
+            Isolation::ReadCommitted | Isolation::ReadUncommitted
+        ) {
             txn.refresh_snapshot();
         }
         self.stmt = Some(txn.savepoint());

@@ -591,6 +591,24 @@ impl LockManager {
             .push((me, ws));
     }
 
+    /// The write sets of `cf` of transactions other than `me` (READ
+    /// UNCOMMITTED reads look into them). A writer leaves this registry only
+    /// after its commit is visible, so a reader that finds no write set here
+    /// and then reads the latest committed state misses no write.
+    pub(crate) fn uncommitted_write_sets(&self, me: u64, cf: u64) -> Vec<WsHandle> {
+        self.gaps
+            .lock()
+            .writers
+            .get(&cf)
+            .map(|v| {
+                v.iter()
+                    .filter(|w| w.0 != me)
+                    .map(|w| w.1.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Drops everything `me` has in the range state (its range locks and
     /// write sets); wakes range waiters. Called when a transaction ends.
     pub(crate) fn end_gaps(&self, me: u64) {

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::journal::batch::Op;
 use crate::key::Kind;
-use crate::txn::lock::{CancelHandle, LockKey, LockMode};
+use crate::txn::lock::{CancelHandle, LockKey, LockMode, WsHandle};
 use crate::version::levels::{CfInner, SuperVersion};
 use crate::version::snapshots::SnapGuard;
 
@@ -107,17 +107,41 @@ impl WsCf {
     /// Newest own version of `key` (any op), in memory or in a run; a long
     /// value in memory is shared, not copied.
     fn get(&self, key: &[u8]) -> Result<Option<(Kind, SharedBytes)>> {
-        let v = self.view.lock();
-        if let Some(e) = v.mem.get(key, u64::MAX) {
-            return Ok(Some((e.kind(), e.value_bytes())));
-        }
-        for r in v.runs.iter().rev() {
-            if let Some((_, k, val)) = r.table.get(key, r.limit())? {
-                return Ok(Some((k, SharedBytes::from_vec(val))));
-            }
-        }
-        Ok(None)
+        view_get(&self.view, key)
     }
+}
+
+/// Newest version of `key` (any op) in the write set `view`.
+fn view_get(view: &Mutex<WsView>, key: &[u8]) -> Result<Option<(Kind, SharedBytes)>> {
+    let v = view.lock();
+    if let Some(e) = v.mem.get(key, u64::MAX) {
+        return Ok(Some((e.kind(), e.value_bytes())));
+    }
+    for r in v.runs.iter().rev() {
+        if let Some((_, k, val)) = r.table.get(key, r.limit())? {
+            return Ok(Some((k, SharedBytes::from_vec(val))));
+        }
+    }
+    Ok(None)
+}
+
+/// Sources of other transactions' write sets of one column family, for a
+/// READ UNCOMMITTED iterator: every op not rolled back (runs up to their
+/// limit). They come after the reader's own write set in the merge, so on a
+/// tie its own write wins.
+fn uncommitted_sources(views: &[WsHandle]) -> Vec<Source> {
+    let mut out = Vec::new();
+    for view in views {
+        let v = view.lock();
+        out.push(Source::new(Box::new(MemIter::new(v.mem.clone())), u64::MAX));
+        for r in &v.runs {
+            out.push(Source::new(
+                Box::new(RunIter::new(r.clone(), WS_BASE)),
+                WS_BASE + r.limit(),
+            ));
+        }
+    }
+    out
 }
 
 /// Write-set sources of `view` for a merge (memory first, then the runs).
@@ -244,7 +268,25 @@ impl Txn {
         if let Some(own) = self.own_write(cf, key)? {
             return Ok(own);
         }
+        if self.iso == Isolation::ReadUncommitted {
+            if let Some(dirty) = self.uncommitted_write(cf, key)? {
+                return Ok(dirty);
+            }
+            return self.get_latest_shared(cf, key);
+        }
         self.db.get_at(&cf.inner, key, self.snap.seq)
+    }
+
+    /// Another transaction's uncommitted write of `key` (READ UNCOMMITTED):
+    /// `Some(None)` for a delete, `None` if no active transaction wrote it.
+    /// Row keys have at most one uncommitted writer (the exclusive row lock).
+    fn uncommitted_write(&self, cf: &Cf, key: &[u8]) -> Result<Option<Option<SharedBytes>>> {
+        for view in self.db.locks.uncommitted_write_sets(self.id, cf.id()) {
+            if let Some((kind, v)) = view_get(&view, key)? {
+                return Ok(Some((kind != Kind::Delete).then_some(v)));
+            }
+        }
+        Ok(None)
     }
 
     /// This transaction's own latest write of `key`: `Some(None)` for a
@@ -429,6 +471,14 @@ impl Txn {
             ws_gen = v.gen;
         }
         let ws_sources = sources.len();
+        // READ UNCOMMITTED reads the latest state, with the other writers'
+        // write sets taken before the sequence (see `uncommitted_write_sets`).
+        let read_uncommitted = self.iso == Isolation::ReadUncommitted;
+        let latest = latest || read_uncommitted;
+        if read_uncommitted {
+            let views = self.db.locks.uncommitted_write_sets(self.id, cf.id());
+            sources.extend(uncommitted_sources(&views));
+        }
         // Snapshot first, then the super version: everything visible at the
         // sequence is in it (memtables are filled before the sequence is
         // published, and a flushed memtable leaves only with its table in).
@@ -453,6 +503,7 @@ impl Txn {
             sv,
             lower: opts.lower_bound.clone(),
             upper: opts.upper_bound.clone(),
+            uncommitted_reader: read_uncommitted.then_some(self.id),
         });
         Ok(TxnIter {
             merge: MergeIter::new(sources, opts.lower_bound, opts.upper_bound, Some(resolver)),
@@ -1134,6 +1185,9 @@ struct LatestState {
     sv: Arc<SuperVersion>,
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// READ UNCOMMITTED: the reading transaction's id; other writers' write
+    /// sets are merged in again at each seek (writers come and go).
+    uncommitted_reader: Option<u64>,
 }
 
 /// Iterator of a transaction. `'static + Send`; holds its own snapshot and a
@@ -1180,12 +1234,16 @@ impl TxnIter {
             }
         }
         if let Some(l) = &mut self.latest {
+            let dirty = l
+                .uncommitted_reader
+                .map(|me| uncommitted_sources(&l.db.locks.uncommitted_write_sets(me, l.cf.id)));
             let g = l.db.snapshot();
             let sv = l.cf.current();
-            if g.seq != self.snap.seq || !Arc::ptr_eq(&sv, &l.sv) {
+            if dirty.is_some() || g.seq != self.snap.seq || !Arc::ptr_eq(&sv, &l.sv) {
                 let fresh = db_sources(&sv, g.seq, &l.lower, &l.upper);
                 let srcs = self.merge.sources_mut();
                 srcs.truncate(self.ws_sources);
+                srcs.extend(dirty.into_iter().flatten());
                 srcs.extend(fresh);
                 self.merge.set_resolver(l.db.resolver(sv.levels.clone()));
                 l.sv = sv;
