@@ -56,10 +56,26 @@ static bool ft_case_sensitive(CHARSET_INFO *cs) { return cs->state & MY_CS_BINSO
    (a code point: the upper-case letter without accents, 'é' -> 'E'); the engine
    lower-cases the words afterwards. One character for one, so word boundaries
    and positions stay (FOLD_SHARP_S: 'ß' becomes two, inside its word). */
+static bool ascii_weights_are_case_only(const MY_CASEFOLD_INFO *cf) {
+  const uint16 *page = cf->simple_weight[0];
+  if (!page) return true;
+  for (uint c = 0; c < 0x80; c++)
+    if (page[c] != (c >= 'a' && c <= 'z' ? c - ('a' - 'A') : c)) return false;
+  return true;
+}
+
 static void fold_accents(String *utf8, int fold) {
   if (!(fold & FOLD_ACCENTS)) return;
   MY_CASEFOLD_INFO *cf = my_charset_utf8mb4_general_ci.casefold;
   if (!cf || !cf->simple_weight) return;
+  /* The ASCII weights differ from the characters only in case, which the engine folds
+     afterwards: a text of ASCII alone (most text) is left as it is. */
+  static const bool ascii_case_only = ascii_weights_are_case_only(cf);
+  if (ascii_case_only) {
+    const uchar *q = (const uchar *)utf8->ptr(), *qend = q + utf8->length();
+    while (q < qend && *q < 0x80) q++;
+    if (q == qend) return;
+  }
   CHARSET_INFO *cs = &my_charset_utf8mb4_bin;
   String out;
   out.set_charset(cs);

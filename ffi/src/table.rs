@@ -117,7 +117,12 @@ fn violates_unique(
 /// `failed` is that op's position.
 pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> FfiResult<()> {
     let timeout = trx.lock_wait_timeout;
-    let txn = trx.txn()?;
+    // A document's postings are removed only after the adds before them are in.
+    if ops.iter().any(|op| op.kind == OP_FT_DELETE) {
+        trx.flush_fulltext()?;
+    }
+    let (txn, deferred) = trx.txn_and_deferred()?;
+    let deferred_mark = deferred.mark();
     let sp = txn.savepoint();
     let result = (|| -> FfiResult<()> {
         // An unlocked put after a locked first op on the rows index is written under
@@ -175,11 +180,17 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
                     txn.check_insert(&cf, key, timeout)?;
                 }
                 OP_DELETE => txn.delete(&cf, key)?,
-                OP_FT_PUT | OP_FT_DELETE => {
+                OP_FT_PUT => {
                     // SAFETY: as above.
                     let doc = unsafe { raw::bytes(op.value, op.value_len) }?;
                     let settings = fulltext::settings::of_index(txn, &cf)?;
-                    fulltext::apply_document(txn, &cf, &settings, key, doc, op.kind == OP_FT_PUT)?;
+                    fulltext::defer_document(deferred, &cf, &settings, key, doc)?;
+                }
+                OP_FT_DELETE => {
+                    // SAFETY: as above.
+                    let doc = unsafe { raw::bytes(op.value, op.value_len) }?;
+                    let settings = fulltext::settings::of_index(txn, &cf)?;
+                    fulltext::apply_document(txn, &cf, &settings, key, doc, false)?;
                 }
                 other => {
                     return Err(FfiError::new(
@@ -192,9 +203,13 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
         Ok(())
     })();
     if result.is_err() {
+        deferred.truncate(deferred_mark);
         txn.rollback_to(sp)?;
     }
     txn.release(sp)?;
+    if result.is_ok() && deferred.bytes() >= fulltext::deferred::FLUSH_BYTES {
+        deferred.flush(txn)?;
+    }
     result
 }
 

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tidesdb_core::{CancelHandle, CommitOptions, Isolation, Savepoint, Txn};
 
 use crate::engine::engine;
+use crate::fulltext::deferred::DeferredPostings;
 use crate::raw;
 use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
 
@@ -38,6 +39,9 @@ pub struct Trx {
     /// The outcome of [`Trx::commit_ordered`], which the server's `commit()` that
     /// follows it reports ([`Trx::commit`]).
     ordered_outcome: Option<FfiResult<()>>,
+    /// The statement's new FULLTEXT postings, not yet in `txn` (see
+    /// `fulltext/deferred.rs`).
+    ft_deferred: DeferredPostings,
 }
 
 /// InnoDB's default innodb_lock_wait_timeout.
@@ -69,6 +73,7 @@ impl Default for Trx {
             wsrep_slot: None,
             wsrep_member: None,
             ordered_outcome: None,
+            ft_deferred: DeferredPostings::default(),
         }
     }
 }
@@ -105,6 +110,30 @@ impl Trx {
         }
     }
 
+    /// The active engine transaction and the statement's deferred FULLTEXT postings.
+    pub fn txn_and_deferred(&mut self) -> FfiResult<(&mut Txn, &mut DeferredPostings)> {
+        let txn = self
+            .txn
+            .as_mut()
+            .ok_or_else(|| FfiError::new(Status::Invalid, "no active transaction"))?;
+        Ok((txn, &mut self.ft_deferred))
+    }
+
+    /// Writes the deferred FULLTEXT postings to the transaction: before anything
+    /// reads or removes postings through it, and before its statement or itself ends.
+    pub fn flush_fulltext(&mut self) -> FfiResult<()> {
+        if self.ft_deferred.is_empty() {
+            return Ok(());
+        }
+        match self.txn.as_mut() {
+            Some(txn) => self.ft_deferred.flush(txn),
+            None => {
+                self.ft_deferred.clear();
+                Ok(())
+            }
+        }
+    }
+
     /// The active engine transaction.
     pub fn txn(&mut self) -> FfiResult<&mut Txn> {
         self.txn
@@ -129,6 +158,7 @@ impl Trx {
     }
 
     pub fn stmt_commit(&mut self) -> FfiResult<()> {
+        self.flush_fulltext()?;
         if let Some(sp) = self.stmt.take() {
             self.txn()?.release(sp)?;
         }
@@ -136,6 +166,7 @@ impl Trx {
     }
 
     pub fn stmt_rollback(&mut self) -> FfiResult<()> {
+        self.ft_deferred.clear();
         if let Some(sp) = self.stmt.take() {
             let txn = self.txn()?;
             txn.rollback_to(sp)?;
@@ -153,6 +184,7 @@ impl Trx {
         }
         self.stmt = None;
         self.user.clear();
+        self.ft_deferred.clear();
         *self.cancel.lock() = None;
         self.txn.take()
     }
@@ -165,6 +197,10 @@ impl Trx {
     }
 
     fn commit_with(&mut self, opts: CommitOptions) -> FfiResult<()> {
+        if let Err(e) = self.flush_fulltext() {
+            self.rollback();
+            return Err(e);
+        }
         match self.finish() {
             Some(txn) => {
                 txn.commit_with(opts)?;
@@ -202,6 +238,7 @@ impl Trx {
     /// Stores the cluster position `xid` with this transaction's writes
     /// (replicated commits, wsrep.rs); once per transaction.
     pub fn write_position(&mut self, xid: &[u8]) -> FfiResult<()> {
+        self.flush_fulltext()?;
         // Stored already (at prepare), or nothing of the transaction is in
         // this engine.
         if self.wsrep_slot.is_some() || self.ordered_outcome.is_some() {
@@ -217,10 +254,12 @@ impl Trx {
     }
 
     pub fn prepare(&mut self, xid: &[u8]) -> FfiResult<()> {
+        self.flush_fulltext()?;
         Ok(self.txn()?.prepare(xid)?)
     }
 
     pub fn savepoint_set(&mut self) -> FfiResult<u64> {
+        self.flush_fulltext()?;
         let sp = self.txn()?.savepoint();
         let id = self.next_user_id;
         self.next_user_id += 1;
@@ -229,6 +268,7 @@ impl Trx {
     }
 
     pub fn savepoint_rollback(&mut self, id: u64) -> FfiResult<()> {
+        self.ft_deferred.clear();
         let sp = *self.user.get(&id).ok_or_else(|| unknown_savepoint(id))?;
         self.txn()?.rollback_to(sp)?;
         // Savepoints set after this one are gone, as in the server.

@@ -4,12 +4,14 @@
 //! - [`postings`]: the bytes of an index and of a row's document (format).
 //! - [`settings`]: an index's settings, fixed when it is built, and where they live.
 //! - [`parser`]: the query language, InnoDB's grammar and syntax errors.
+//! - [`deferred`]: a statement's new postings, written to the transaction in key order.
 //! - [`eval`]: InnoDB's evaluation and relevance.
 //! - [`inspect`]: the words of an index, for `INFORMATION_SCHEMA.TIDESDB_FT_INDEX_TABLE`.
 //!
 //! A query reads postings in the caller's transaction and, for phrases and WITH
 //! QUERY EXPANSION, the rows' documents through a callback of the shim (InnoDB
 //! reads the rows too).
+pub mod deferred;
 pub mod eval;
 pub mod inspect;
 pub mod parser;
@@ -27,7 +29,7 @@ use crate::status::{guard, guard_value, FfiError, FfiResult, Status};
 use crate::table::{prefix_successor, Table};
 use crate::trx::Trx;
 
-pub use postings::apply_document;
+pub use postings::{apply_document, defer_document};
 pub use tokenizer::Settings;
 use tokenizer::Word;
 
@@ -154,6 +156,7 @@ pub struct Query<'a> {
 
 /// Runs a query against a FULLTEXT index.
 pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<Outcome> {
+    trx.flush_fulltext()?;
     let cf = table.shared.cf(index)?;
     let txn = trx.txn()?;
     let settings = settings::of_index(txn, &cf)?;
@@ -266,6 +269,7 @@ pub unsafe extern "C" fn tdb_ft_meta_entries(trx: *mut Trx, table: *mut Table, i
         // SAFETY: as above.
         let table = unsafe { raw::handle(table) }?;
         let cf = table.shared.cf(index)?;
+        trx.flush_fulltext()?;
         Ok(u64::from(
             trx.txn()?.get(&cf, settings::SETTINGS_KEY)?.is_some(),
         ))
@@ -310,6 +314,7 @@ pub unsafe extern "C" fn tdb_ft_index_settings(
             Some(set)
         };
         let cf = table.shared.cf(index)?;
+        trx.flush_fulltext()?;
         settings::set_for_index(trx.txn()?, &cf, Settings::current(stopwords))
     })
 }

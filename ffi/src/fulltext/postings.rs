@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use tidesdb_core::{Cf, Txn};
 
+use super::deferred::DeferredPostings;
 use super::tokenizer::{words, Settings, Word};
 use crate::status::{FfiError, FfiResult, Status};
 
@@ -135,6 +136,20 @@ pub fn decode_positions(value: &[u8]) -> FfiResult<Vec<u32>> {
         out.push(prev);
     }
     Ok(out)
+}
+
+/// Buffers the postings of one row's new document (see `deferred.rs`).
+pub fn defer_document(
+    deferred: &mut DeferredPostings,
+    cf: &Cf,
+    settings: &Settings,
+    pk: &[u8],
+    doc: &[u8],
+) -> FfiResult<()> {
+    for (word, positions) in document_terms(doc, settings)? {
+        deferred.add(cf, &posting_key(&word, pk), &posting_value(&positions))?;
+    }
+    Ok(())
 }
 
 /// Adds (put) or removes (!put) the postings of one row's document.

@@ -1,7 +1,7 @@
 use super::eval::{Eval, Source, WordPostings};
 use super::parser::parse;
 use super::postings::*;
-use super::tokenizer::{words, Settings, Word};
+use super::tokenizer::{is_word_char, words, Settings, Word};
 use crate::status::FfiResult;
 
 fn doc(cols: &[&str]) -> Vec<u8> {
@@ -183,4 +183,55 @@ fn index_words_count_rows_and_occurrences_and_skip_the_settings_key() {
         occurrences,
     };
     assert_eq!(out, vec![w("moon", 2, 2), w("tide", 2, 3)]);
+}
+
+/// The tokenizer's ASCII path splits and folds as the `char` path does (the
+/// definition: `is_word_char`, Unicode lower-casing), on texts mixing ASCII,
+/// accented and other scripts, digits, `_` and punctuation.
+#[test]
+fn ascii_path_matches_char_path() {
+    fn by_char(text: &str, start: u32, fold_case: bool) -> (Vec<String>, u32) {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        for c in text.chars() {
+            if is_word_char(c) {
+                if fold_case {
+                    cur.extend(c.to_lowercase());
+                } else {
+                    cur.push(c);
+                }
+            } else if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        let n = out.len() as u32;
+        (out, start + n)
+    }
+    let alphabet: Vec<char> = "aZ09_ .,-'\t\nÉéßİıΣσ日本語\u{300}Ωx€".chars().collect();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..2000 {
+        let mut text = String::new();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = (seed % 40) as usize;
+        for _ in 0..len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+        }
+        for fold_case in [true, false] {
+            let (ws, next) = words(&text, 7, fold_case);
+            let got: Vec<String> = ws.iter().map(|w| w.text.clone()).collect();
+            let positions: Vec<u32> = ws.iter().map(|w| w.pos).collect();
+            let (want, want_next) = by_char(&text, 7, fold_case);
+            assert_eq!(got, want, "text {text:?} fold_case {fold_case}");
+            assert_eq!(next, want_next);
+            assert_eq!(positions, (7..want_next).collect::<Vec<_>>());
+        }
+    }
 }

@@ -100,7 +100,8 @@ pub fn fold(s: &str, fold_case: bool) -> String {
 }
 
 /// Splits `text` into words starting at position `start`; returns every word
-/// (stored or not) and the next position.
+/// (stored or not) and the next position. ASCII bytes (most text) take a path of
+/// their own: the same classes and folding as the `char` path, without decoding.
 pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
     let mut out = Vec::new();
     let mut pos = start;
@@ -114,7 +115,25 @@ pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
             *pos = pos.saturating_add(1);
         }
     };
-    for c in text.chars() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii() {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                cur.push(char::from(if fold_case {
+                    b.to_ascii_lowercase()
+                } else {
+                    b
+                }));
+            } else {
+                flush(&mut cur, &mut pos);
+            }
+            i += 1;
+            continue;
+        }
+        let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {
+            break;
+        };
         if is_word_char(c) {
             if fold_case {
                 cur.extend(c.to_lowercase());
@@ -124,6 +143,7 @@ pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
         } else {
             flush(&mut cur, &mut pos);
         }
+        i += c.len_utf8();
     }
     flush(&mut cur, &mut pos);
     (out, pos)
