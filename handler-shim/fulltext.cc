@@ -260,7 +260,8 @@ FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   fold_accents(&utf8, ft_fold_of(cs));
   uint32_t search_flags = (flags & (FT_BOOL | FT_SORTED | FT_EXPAND)) |
                           (ft_case_sensitive(cs) ? TDB_FT_CASE_SENSITIVE : 0) |
-                          (ft_key->user_defined_key_parts == 1 ? TDB_FT_SINGLE_COLUMN : 0);
+                          (ft_key->user_defined_key_parts == 1 ? TDB_FT_SINGLE_COLUMN : 0) |
+                          (ft_ranking_bm25(ha_thd()) ? TDB_FT_RANKING_BM25 : 0);
   /* Relevance counts the table's rows, as InnoDB's (its row count statistic). */
   info(HA_STATUS_VARIABLE | HA_STATUS_NO_LOCK);
   Ft_fetch_ctx fetch_ctx{this, inx, std::string()};

@@ -20,6 +20,8 @@ inline bool is_fulltext(const KEY *key) { return key->algorithm == HA_KEY_ALG_FU
 void ft_document(TABLE *table, const KEY *key, const uchar *rec, std::string *out);
 /* tidesdb_ft_enable_stopword of the session (tidesdb_plugin.cc). */
 bool ft_enable_stopword(THD *thd);
+/* tidesdb_ft_ranking of the session is BM25 (tidesdb_plugin.cc). */
+bool ft_ranking_bm25(THD *thd);
 /* Fixes the settings (stopwords, token sizes) of the FULLTEXT indexes of table
    `name`, just created from `form`, as the session's settings say. */
 int ft_fix_index_settings(THD *thd, const char *name, TABLE *form);

@@ -216,6 +216,15 @@ static MYSQL_THDVAR_BOOL(ft_enable_stopword, PLUGIN_VAR_OPCMDARG,
                          "innodb_ft_enable_stopword)",
                          NULL, NULL, TRUE);
 bool tidesdb::ft_enable_stopword(THD *thd) { return THDVAR(thd, ft_enable_stopword); }
+static const char *ft_ranking_names[] = {"INNODB", "BM25", NullS};
+static TYPELIB ft_ranking_typelib = {array_elements(ft_ranking_names) - 1, "ft_ranking_typelib",
+                                     ft_ranking_names, NULL};
+static MYSQL_THDVAR_ENUM(ft_ranking, PLUGIN_VAR_RQCMDARG,
+                         "Relevance of MATCH ... AGAINST on TidesDB tables: INNODB (InnoDB's "
+                         "values and order) or BM25 (Okapi BM25, with document length "
+                         "normalisation for indexes built by this version)",
+                         NULL, NULL, 0, &ft_ranking_typelib);
+bool tidesdb::ft_ranking_bm25(THD *thd) { return THDVAR(thd, ft_ranking) == 1; }
 static char *sysvar_ft_server_stopword_table;
 static MYSQL_SYSVAR_STR(ft_server_stopword_table, sysvar_ft_server_stopword_table,
                         PLUGIN_VAR_OPCMDARG | PLUGIN_VAR_MEMALLOC,
@@ -250,6 +259,7 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(ft_min_token_size),
     MYSQL_SYSVAR(ft_max_token_size),
     MYSQL_SYSVAR(ft_enable_stopword),
+    MYSQL_SYSVAR(ft_ranking),
     MYSQL_SYSVAR(ft_server_stopword_table),
     MYSQL_SYSVAR(ft_user_stopword_table),
     MYSQL_SYSVAR(force_recovery),

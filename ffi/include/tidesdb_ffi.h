@@ -572,8 +572,8 @@ int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index,
    indexes built from now on (an index keeps those it was built with). */
 void tdb_ft_set_min_token_size(uint32_t n);
 void tdb_ft_set_max_token_size(uint32_t n);
-/* Number of distinct stored words of a document for FULLTEXT index `index` (CHECK
-   TABLE); 0 on error. */
+/* Entries a document adds to FULLTEXT index `index` (CHECK TABLE): one per distinct
+   stored word, plus its length where the index keeps lengths; 0 on error. */
 uint64_t tdb_ft_document_terms(tdb_trx *trx, tdb_table *table, uint32_t index,
                                const uint8_t *doc, size_t len);
 /* Fixes the settings of FULLTEXT index `index`, about to be built (empty), in the
@@ -599,13 +599,15 @@ typedef int (*tdb_ft_fetch_doc)(void *ctx, const uint8_t *pk, size_t pk_len,
    InnoDB does. flags: 1 = boolean mode, 2 = sorted by relevance (else by primary
    key), 4 = WITH QUERY EXPANSION (natural language mode only),
    TDB_FT_CASE_SENSITIVE = the index's words keep their case (its documents set
-   TDB_FT_DOC_CASE_SENSITIVE), TDB_FT_SINGLE_COLUMN = the index has one column.
+   TDB_FT_DOC_CASE_SENSITIVE), TDB_FT_SINGLE_COLUMN = the index has one column,
+   TDB_FT_RANKING_BM25 = relevance by Okapi BM25 instead of InnoDB's (same rows).
    total_docs: the table's rows (relevance). fetch/ctx read rows' documents (phrases,
    query expansion). A query InnoDB refuses: TDB_INVALID with *syntax_error = 1
    (its parser's message in tdb_last_error()), 2 (parentheses nested too deep) or 3
    (more than 128 words in a phrase); else *syntax_error = 0. */
 #define TDB_FT_CASE_SENSITIVE 0x100u
 #define TDB_FT_SINGLE_COLUMN 0x200u
+#define TDB_FT_RANKING_BM25 0x400u
 /* Top bit of a document column's length: the column's words keep their case (its
    collation sorts by code point, as a _bin one). */
 #define TDB_FT_DOC_CASE_SENSITIVE 0x80000000u

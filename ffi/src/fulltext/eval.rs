@@ -12,6 +12,13 @@
 //! `idf = log10(N / df)` (`log10(1.0001)` when every row holds the word); `df`
 //! adds up each time a word is looked up (as InnoDB's).
 //!
+//! BM25 ([`RankingModel::Bm25`], `tidesdb_ft_ranking`): the same rows and operator
+//! adjustments, with each word's `tf × idf²` replaced by its Okapi BM25 weight
+//! `idf × tf (k1 + 1) / (tf + k1 (1 - b + b |D| / avgdl))`, `idf = ln(1 + (N - df +
+//! 0.5) / (df + 0.5))`, k1 = 1.2, b = 0.75; `|D|` is the row's stored length and
+//! `avgdl` their mean over a sample of the index (an index built before lengths were
+//! kept ranks without length normalisation, `|D| = avgdl`).
+//!
 //! Phrases: rows holding every stored word of the phrase, then checked against the
 //! row's words (stopwords and short words included, within one column); `@N`: the
 //! stored words all within a window of N words.
@@ -35,7 +42,25 @@ pub trait Source {
     /// True if the index has one column (a phrase of stored words is then decided
     /// by positions alone).
     fn single_column(&self) -> bool;
+    /// A row's stored document length, if the index keeps lengths.
+    fn doc_length(&mut self, pk: &[u8]) -> FfiResult<Option<u32>>;
+    /// The mean stored document length over (a sample of) the index, if it keeps
+    /// lengths and has documents.
+    fn average_doc_length(&mut self) -> FfiResult<Option<f64>>;
 }
+
+/// How relevance is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankingModel {
+    /// InnoDB's (the default): same values as InnoDB.
+    Innodb,
+    /// Okapi BM25.
+    Bm25,
+}
+
+/// BM25's term frequency saturation and length normalisation.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
 
 #[derive(Debug, Clone)]
 struct Ranking {
@@ -86,6 +111,7 @@ pub struct Eval<'a> {
     word_vector: Vec<String>,
     word_freqs: HashMap<String, WordFreq>,
     wildcard_words: Option<HashSet<String>>,
+    model: RankingModel,
 }
 
 fn clamp(r: f32) -> f32 {
@@ -115,7 +141,14 @@ impl<'a> Eval<'a> {
             word_vector: Vec::new(),
             word_freqs: HashMap::new(),
             wildcard_words: expand.then(HashSet::new),
+            model: RankingModel::Innodb,
         }
+    }
+
+    /// Ranks with `model` instead of InnoDB's relevance.
+    pub fn with_ranking(mut self, model: RankingModel) -> Self {
+        self.model = model;
+        self
     }
 
     /// Runs the query; returns every matching row with its relevance.
@@ -136,7 +169,7 @@ impl<'a> Eval<'a> {
         if expand {
             self.expand()?;
         }
-        Ok(self.result())
+        self.result()
     }
 
     // ---- the walk (fts_ast_visit) ----
@@ -624,7 +657,7 @@ impl<'a> Eval<'a> {
         }
     }
 
-    fn result(mut self) -> Vec<(Vec<u8>, f32)> {
+    fn result(mut self) -> FfiResult<Vec<(Vec<u8>, f32)>> {
         let idfs: HashMap<String, f64> = self
             .word_freqs
             .iter()
@@ -633,18 +666,25 @@ impl<'a> Eval<'a> {
         for (w, wf) in self.word_freqs.iter_mut() {
             wf.idf = idfs.get(w).copied().unwrap_or(0.0);
         }
+        let mut bm25 = match self.model {
+            RankingModel::Innodb => None,
+            RankingModel::Bm25 => Some(Bm25::new(self.src, self.total_docs)?),
+        };
         if self.flags == Flags::OptRanking {
-            // The lone term's rows: tf × idf².
+            // The lone term's rows: tf × idf² (or its BM25 weight).
             let Some(wf) = self.word_freqs.values().next() else {
-                return Vec::new();
+                return Ok(Vec::new());
             };
-            let mut out: Vec<(Vec<u8>, f32)> = wf
-                .doc_freqs
-                .iter()
-                .map(|(pk, &f)| (pk.clone(), (f as f32 as f64 * wf.idf * wf.idf) as f32))
-                .collect();
+            let mut out = Vec::with_capacity(wf.doc_freqs.len());
+            for (pk, &f) in &wf.doc_freqs {
+                let rank = match bm25.as_mut() {
+                    Some(b) => b.weight(self.src, wf, pk, f)? as f32,
+                    None => (f as f32 as f64 * wf.idf * wf.idf) as f32,
+                };
+                out.push((pk.clone(), rank));
+            }
             out.sort_by(|a, b| a.0.cmp(&b.0));
-            return out;
+            return Ok(out);
         }
         let mut out = Vec::with_capacity(self.doc_ids.len());
         for (pk, r) in std::mem::take(&mut self.doc_ids) {
@@ -656,12 +696,52 @@ impl<'a> Eval<'a> {
                 let Some(&f) = wf.doc_freqs.get(&pk) else {
                     continue;
                 };
-                let weight = f as f64 * wf.idf;
-                rank += (weight * wf.idf) as f32;
+                match bm25.as_mut() {
+                    Some(b) => rank += b.weight(self.src, wf, &pk, f)? as f32,
+                    None => {
+                        let weight = f as f64 * wf.idf;
+                        rank += (weight * wf.idf) as f32;
+                    }
+                }
             }
             out.push((pk, rank));
         }
-        out
+        Ok(out)
+    }
+}
+
+/// What BM25 needs besides a word's postings: the collection size and the mean
+/// document length.
+struct Bm25 {
+    total_docs: f64,
+    avgdl: Option<f64>,
+}
+
+impl Bm25 {
+    fn new(src: &mut dyn Source, total_docs: u64) -> FfiResult<Self> {
+        Ok(Bm25 {
+            total_docs: total_docs as f64,
+            avgdl: src.average_doc_length()?.filter(|&a| a > 0.0),
+        })
+    }
+
+    /// The BM25 weight of a word occurring `tf` times in row `pk`.
+    fn weight(
+        &mut self,
+        src: &mut dyn Source,
+        wf: &WordFreq,
+        pk: &[u8],
+        tf: u32,
+    ) -> FfiResult<f64> {
+        let df = wf.doc_freqs.len() as f64;
+        let n = self.total_docs.max(df);
+        let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        let tf = f64::from(tf);
+        let norm = match (self.avgdl, src.doc_length(pk)?) {
+            (Some(avgdl), Some(dl)) => 1.0 - BM25_B + BM25_B * f64::from(dl) / avgdl,
+            _ => 1.0,
+        };
+        Ok(idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm))
     }
 }
 

@@ -41,6 +41,10 @@ const FT_EXPAND: u32 = 4;
 const FT_CASE_SENSITIVE: u32 = 0x100;
 /// The index has one column.
 const FT_SINGLE_COLUMN: u32 = 0x200;
+/// Relevance by BM25 instead of InnoDB's (`tidesdb_ft_ranking`).
+const FT_RANKING_BM25: u32 = 0x400;
+/// Document lengths read to estimate their mean (BM25).
+const AVERAGE_SAMPLE: usize = 1024;
 
 /// The shim's callback giving a row's document (postings format): 0 found, 1 the
 /// row is gone, anything else an error. The bytes stay valid until the next call.
@@ -59,6 +63,7 @@ struct IndexSource<'a> {
     fetch: Option<FetchDoc>,
     ctx: *mut c_void,
     single_column: bool,
+    doc_lengths: bool,
 }
 
 impl eval::Source for IndexSource<'_> {
@@ -124,6 +129,37 @@ impl eval::Source for IndexSource<'_> {
     fn single_column(&self) -> bool {
         self.single_column
     }
+
+    fn doc_length(&mut self, pk: &[u8]) -> FfiResult<Option<u32>> {
+        if !self.doc_lengths {
+            return Ok(None);
+        }
+        match self.txn.get(&self.cf, &postings::doc_length_key(pk))? {
+            Some(v) => Ok(Some(postings::decode_doc_length(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn average_doc_length(&mut self) -> FfiResult<Option<f64>> {
+        if !self.doc_lengths {
+            return Ok(None);
+        }
+        let prefix = postings::DOC_LENGTH_PREFIX;
+        let opts = IterOptions {
+            lower_bound: Some(prefix.to_vec()),
+            upper_bound: prefix_successor(prefix),
+        };
+        let mut it = self.txn.iter(&self.cf, opts)?;
+        it.seek(prefix);
+        let (mut n, mut sum) = (0usize, 0u64);
+        while it.valid() && it.key().starts_with(prefix) && n < AVERAGE_SAMPLE {
+            sum += u64::from(postings::decode_doc_length(it.value())?);
+            n += 1;
+            it.next();
+        }
+        it.status()?;
+        Ok((n > 0).then(|| sum as f64 / n as f64))
+    }
 }
 
 /// `tdb_ft_result` of the header: the rows a query matched.
@@ -175,8 +211,15 @@ pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<
         fetch: q.fetch,
         ctx: q.ctx,
         single_column: q.flags & FT_SINGLE_COLUMN != 0,
+        doc_lengths: settings.doc_lengths,
     };
-    let ev = eval::Eval::new(&mut src, &settings, fold_case, q.total_docs, expand);
+    let model = if q.flags & FT_RANKING_BM25 != 0 {
+        eval::RankingModel::Bm25
+    } else {
+        eval::RankingModel::Innodb
+    };
+    let ev =
+        eval::Eval::new(&mut src, &settings, fold_case, q.total_docs, expand).with_ranking(model);
     let mut rows = match ev.run(&mut ast, expand) {
         Ok(r) => r,
         Err(e) if e.message == eval::TOO_DEEP => return Ok(Outcome::TooDeep),
@@ -236,7 +279,7 @@ pub unsafe extern "C" fn tdb_ft_document_terms(
         let doc = unsafe { raw::bytes(doc, len) }?;
         let cf = table.shared.cf(index)?;
         let s = settings::of_index(trx.txn()?, &cf)?;
-        Ok(postings::document_terms(doc, &s)?.len() as u64)
+        Ok(postings::document_entries(doc, &s)? as u64)
     })
 }
 

@@ -6,8 +6,18 @@
 //! value = varint tf ++ tf × varint position delta (first delta from 0)
 //! ```
 //!
+//! A document's length (its stored words, counted with repeats), for indexes whose
+//! settings say they keep it (BM25 ranking):
+//!
+//! ```text
+//! key   = 0x00 0x01 ++ primary key encoding
+//! value = varint length
+//! ```
+//!
+//! written with the document's postings when it has any, removed with them.
+//!
 //! No word holds a 0x00 byte, so the separator keeps `ab` before `abc` and a word's
-//! postings contiguous. Positions count every word of the document (short words and
+//! postings contiguous; the keys with an empty word (lengths, settings) sort first. Positions count every word of the document (short words and
 //! stopwords too), across the index's columns in order, so a phrase is a run of
 //! consecutive positions. Which words are stored (token sizes, stopwords) is the
 //! index's [`Settings`], kept in its settings key (see `settings.rs`).
@@ -138,6 +148,41 @@ pub fn decode_positions(value: &[u8]) -> FfiResult<Vec<u32>> {
     Ok(out)
 }
 
+/// Prefix of the document length keys.
+pub const DOC_LENGTH_PREFIX: &[u8] = b"\x00\x01";
+
+pub fn doc_length_key(pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(DOC_LENGTH_PREFIX.len() + pk.len());
+    k.extend_from_slice(DOC_LENGTH_PREFIX);
+    k.extend_from_slice(pk);
+    k
+}
+
+pub fn doc_length_value(len: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(5);
+    put_varint(&mut v, len);
+    v
+}
+
+pub fn decode_doc_length(value: &[u8]) -> FfiResult<u32> {
+    let mut buf = value;
+    get_varint(&mut buf)
+        .ok_or_else(|| FfiError::new(Status::Corruption, "damaged fulltext document length"))
+}
+
+/// A document's length as the index keeps it: its stored words, with repeats.
+fn stored_length(terms: &BTreeMap<String, Vec<u32>>) -> u32 {
+    let n: usize = terms.values().map(Vec::len).sum();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// Entries one document adds to an index: a posting per stored word, plus its
+/// length where the index keeps lengths.
+pub fn document_entries(doc: &[u8], settings: &Settings) -> FfiResult<usize> {
+    let terms = document_terms(doc, settings)?;
+    Ok(terms.len() + usize::from(settings.doc_lengths && !terms.is_empty()))
+}
+
 /// Buffers the postings of one row's new document (see `deferred.rs`).
 pub fn defer_document(
     deferred: &mut DeferredPostings,
@@ -146,7 +191,15 @@ pub fn defer_document(
     pk: &[u8],
     doc: &[u8],
 ) -> FfiResult<()> {
-    for (word, positions) in document_terms(doc, settings)? {
+    let terms = document_terms(doc, settings)?;
+    if settings.doc_lengths && !terms.is_empty() {
+        deferred.add(
+            cf,
+            &doc_length_key(pk),
+            &doc_length_value(stored_length(&terms)),
+        )?;
+    }
+    for (word, positions) in terms {
         deferred.add(cf, &posting_key(&word, pk), &posting_value(&positions))?;
     }
     Ok(())
@@ -161,7 +214,16 @@ pub fn apply_document(
     doc: &[u8],
     put: bool,
 ) -> FfiResult<()> {
-    for (word, positions) in document_terms(doc, settings)? {
+    let terms = document_terms(doc, settings)?;
+    if settings.doc_lengths && !terms.is_empty() {
+        let key = doc_length_key(pk);
+        if put {
+            txn.put(cf, &key, &doc_length_value(stored_length(&terms)))?;
+        } else {
+            txn.delete(cf, &key)?;
+        }
+    }
+    for (word, positions) in terms {
         let key = posting_key(&word, pk);
         if put {
             txn.put(cf, &key, &posting_value(&positions))?;

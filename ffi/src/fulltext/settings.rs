@@ -6,10 +6,15 @@
 //!
 //! ```text
 //! key   = 0x00 ++ "settings"
-//! value = u8 version (1) ++ u8 flags (bit 0: stopwords on)
+//! value = u8 version (1 or 2) ++ u8 flags (bit 0: stopwords on)
 //!         ++ u16 LE min token ++ u16 LE max token
 //!         ++ u32 LE n ++ n × (u16 LE length ++ UTF-8 stopword)
 //! ```
+//!
+//! Version 2: the index also keeps each document's length (see `postings`); an
+//! index of version 1 does not (BM25 then ranks without length normalisation). An
+//! engine that knows only version 1 refuses version 2 (asking for a rebuild) rather
+//! than write documents without their lengths.
 //!
 //! An index without the key was built before settings were recorded: it is read
 //! with the defaults it was built with ([`Settings::legacy`]).
@@ -22,7 +27,10 @@ use super::tokenizer::{Settings, MAX_TOKEN_LIMIT};
 use crate::status::{FfiError, FfiResult, Status};
 
 pub const SETTINGS_KEY: &[u8] = b"\x00settings";
-const VERSION: u8 = 1;
+/// Without document lengths.
+const VERSION_1: u8 = 1;
+/// With document lengths.
+const VERSION_2: u8 = 2;
 
 /// Settings by column family id: read once per index, written when it is built.
 fn cache() -> &'static Mutex<HashMap<u64, Arc<Settings>>> {
@@ -31,7 +39,8 @@ fn cache() -> &'static Mutex<HashMap<u64, Arc<Settings>>> {
 }
 
 pub fn encode(s: &Settings) -> Vec<u8> {
-    let mut v = vec![VERSION, u8::from(s.stopwords.is_some())];
+    let version = if s.doc_lengths { VERSION_2 } else { VERSION_1 };
+    let mut v = vec![version, u8::from(s.stopwords.is_some())];
     v.extend_from_slice(&(s.min_token as u16).to_le_bytes());
     v.extend_from_slice(&(s.max_token as u16).to_le_bytes());
     let mut words: Vec<&String> = s.stopwords.iter().flatten().collect();
@@ -48,7 +57,7 @@ pub fn encode(s: &Settings) -> Vec<u8> {
 pub fn decode(v: &[u8]) -> FfiResult<Settings> {
     let bad = || FfiError::new(Status::Corruption, "damaged fulltext index settings");
     let (&version, rest) = v.split_first().ok_or_else(bad)?;
-    if version != VERSION {
+    if version != VERSION_1 && version != VERSION_2 {
         return Err(FfiError::new(
             Status::Invalid,
             format!(
@@ -73,6 +82,7 @@ pub fn decode(v: &[u8]) -> FfiResult<Settings> {
         min_token: (u16::from_le_bytes(*min) as usize).clamp(1, MAX_TOKEN_LIMIT),
         max_token: (u16::from_le_bytes(*max) as usize).clamp(1, MAX_TOKEN_LIMIT),
         stopwords: (flags & 1 != 0).then_some(words),
+        doc_lengths: version == VERSION_2,
     })
 }
 
@@ -117,6 +127,7 @@ mod tests {
             min_token: 2,
             max_token: 20,
             stopwords: Some(["und", "la"].iter().map(|s| s.to_string()).collect()),
+            doc_lengths: true,
         };
         let v = encode(&s);
         assert_eq!(decode(&v).ok(), Some(s));
@@ -125,6 +136,7 @@ mod tests {
             min_token: 3,
             max_token: 84,
             stopwords: None,
+            doc_lengths: false,
         };
         assert_eq!(decode(&encode(&off)).ok(), Some(off));
         let mut future = encode(&Settings::legacy());

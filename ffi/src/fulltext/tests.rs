@@ -1,4 +1,4 @@
-use super::eval::{Eval, Source, WordPostings};
+use super::eval::{Eval, RankingModel, Source, WordPostings};
 use super::parser::parse;
 use super::postings::*;
 use super::tokenizer::{is_word_char, words, Settings, Word};
@@ -78,6 +78,21 @@ impl Source for Mem {
     }
     fn single_column(&self) -> bool {
         true
+    }
+    fn doc_length(&mut self, pk: &[u8]) -> FfiResult<Option<u32>> {
+        let Some((_, text)) = self.docs.iter().find(|(k, _)| k == pk) else {
+            return Ok(None);
+        };
+        let terms = document_terms(&doc(&[text]), &self.settings)?;
+        Ok(Some(terms.values().map(|p| p.len() as u32).sum()))
+    }
+    fn average_doc_length(&mut self) -> FfiResult<Option<f64>> {
+        let pks: Vec<Vec<u8>> = self.docs.iter().map(|(k, _)| k.clone()).collect();
+        let mut sum = 0u64;
+        for pk in &pks {
+            sum += u64::from(self.doc_length(pk)?.unwrap_or(0));
+        }
+        Ok((!pks.is_empty()).then(|| sum as f64 / pks.len() as f64))
     }
 }
 
@@ -234,4 +249,77 @@ fn ascii_path_matches_char_path() {
             assert_eq!(positions, (7..want_next).collect::<Vec<_>>());
         }
     }
+}
+
+fn run_model(docs: &[&str], q: &str, boolean: bool, model: RankingModel) -> Vec<(u8, f32)> {
+    let settings = Settings::current(Some(Default::default()));
+    let mut m = Mem {
+        docs: docs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (vec![i as u8 + 1], t.to_string()))
+            .collect(),
+        settings: settings.clone(),
+    };
+    let mut ast = parse(q, boolean, &settings, true).ok().unwrap_or_default();
+    let ev = Eval::new(&mut m, &settings, true, docs.len() as u64, false).with_ranking(model);
+    ev.run(&mut ast, false)
+        .expect("run")
+        .into_iter()
+        .map(|(k, r)| (k[0], r))
+        .collect()
+}
+
+/// BM25 finds InnoDB's rows; it ranks a word in a short document above the same
+/// word once in a long one, more occurrences higher (saturating), and a rarer word
+/// above a common one; operators still shift relevance.
+#[test]
+fn bm25_ranks_by_length_frequency_and_rarity() {
+    let docs = [
+        "apple banana",
+        "apple cherry grape melon peach plum lemon lime mango kiwi",
+        "apple apple apple cherry",
+        "banana cherry",
+        "grape",
+    ];
+    for (q, boolean) in [
+        ("apple", false),
+        ("apple cherry", false),
+        ("+apple -banana", true),
+        ("apple >cherry", true),
+    ] {
+        let ids = |model| {
+            let mut v: Vec<u8> = run_model(&docs, q, boolean, model)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            ids(RankingModel::Bm25),
+            ids(RankingModel::Innodb),
+            "rows of {q}"
+        );
+    }
+    let rank = |q: &str, boolean: bool| -> std::collections::HashMap<u8, f32> {
+        run_model(&docs, q, boolean, RankingModel::Bm25)
+            .into_iter()
+            .collect()
+    };
+    let apple = rank("apple", false);
+    assert!(apple[&1] > apple[&2], "short beats long: {apple:?}");
+    assert!(
+        apple[&3] > apple[&1],
+        "three occurrences beat one: {apple:?}"
+    );
+    assert!(apple.values().all(|&r| r > 0.0));
+    // 'melon' (one document) is rarer than 'cherry' (three).
+    let melon = rank("melon", false);
+    let cherry = rank("cherry", false);
+    assert!(melon[&2] > cherry[&2], "{melon:?} {cherry:?}");
+    // '>' raises a row's relevance over the same query without it.
+    let plain = rank("apple cherry", true);
+    let raised = rank("apple >cherry", true);
+    assert!(raised[&2] > plain[&2], "{plain:?} {raised:?}");
 }

@@ -37,6 +37,8 @@ pub struct Settings {
     pub max_token: usize,
     /// None: no stopwords (stopwords disabled when the index was built).
     pub stopwords: Option<HashSet<String>>,
+    /// The index keeps each document's length (BM25 ranking, see `postings`).
+    pub doc_lengths: bool,
 }
 
 impl Settings {
@@ -48,6 +50,7 @@ impl Settings {
             min_token: MIN_TOKEN.load(Ordering::Relaxed),
             max_token: MAX_TOKEN_LIMIT,
             stopwords: Some(default_stopwords()),
+            doc_lengths: false,
         }
     }
 
@@ -57,6 +60,7 @@ impl Settings {
             min_token: MIN_TOKEN.load(Ordering::Relaxed),
             max_token: MAX_TOKEN.load(Ordering::Relaxed),
             stopwords,
+            doc_lengths: true,
         }
     }
 
