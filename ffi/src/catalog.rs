@@ -1036,7 +1036,9 @@ impl Catalog {
         opts: &CfOptions,
         columns: Option<ColumnVersions>,
     ) -> FfiResult<(TableMeta, Vec<Cf>)> {
-        self.install_with(db, name, n_indexes, auto_increment, opts, columns, |_| Vec::new())
+        self.install_with(db, name, n_indexes, auto_increment, opts, columns, |_| {
+            Vec::new()
+        })
     }
 
     /// [`Self::install`], writing `extra(table id)` in the same transaction.
@@ -1210,13 +1212,14 @@ impl Catalog {
         let opts = Self::table_options(db, &old)?;
         // No row is left: only the current column version is needed.
         let columns = old.columns.as_ref().map(ColumnVersions::only_current);
-        let (meta, cfs) = self.install_with(db, name, old.n_indexes(), 1, &opts, columns, |id| {
-            if discarded {
-                vec![(discarded_key(id), Some(Vec::new()))]
-            } else {
-                Vec::new()
-            }
-        })?;
+        let (meta, cfs) =
+            self.install_with(db, name, old.n_indexes(), 1, &opts, columns, |id| {
+                if discarded {
+                    vec![(discarded_key(id), Some(Vec::new()))]
+                } else {
+                    Vec::new()
+                }
+            })?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
             shared.swap_families(meta, cfs, discarded)?;
         }

@@ -185,7 +185,8 @@ impl ExportReader {
     /// Opens `path`; an encrypted file needs its key in `keys`
     /// (`Error::KeyUnavailable` otherwise, before any entry is read).
     pub fn open(path: &Path, keys: &Keyring) -> Result<ExportReader> {
-        let file = File::open(path).map_err(|e| Error::io(format!("open {}", path.display()), e))?;
+        let file =
+            File::open(path).map_err(|e| Error::io(format!("open {}", path.display()), e))?;
         let mut r = ExportReader {
             path: path.to_path_buf(),
             input: BufReader::with_capacity(1 << 20, file),
@@ -202,7 +203,11 @@ impl ExportReader {
         }
         let flags = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
         if flags & !FLAG_ENCRYPTED != 0 {
-            return Err(Error::corruption(path, 8, format!("unknown flags {flags:#x}")));
+            return Err(Error::corruption(
+                path,
+                8,
+                format!("unknown flags {flags:#x}"),
+            ));
         }
         if flags & FLAG_ENCRYPTED != 0 {
             let header = r.raw(HEADER_LEN)?;
@@ -290,7 +295,10 @@ impl ExportReader {
                     return Err(Error::corruption(
                         &self.path,
                         at,
-                        format!("{} entries read, the end record says {entries}", self.entries),
+                        format!(
+                            "{} entries read, the end record says {entries}",
+                            self.entries
+                        ),
                     ));
                 }
                 self.summary = Some(ExportSummary {
@@ -336,7 +344,10 @@ mod tests {
             items.push(i);
         }
         assert_eq!(items.len(), 5);
-        assert_eq!(items[2], ExportItem::Entry(b"k2".to_vec(), vec![7u8; 100_000]));
+        assert_eq!(
+            items[2],
+            ExportItem::Entry(b"k2".to_vec(), vec![7u8; 100_000])
+        );
         assert_eq!(r.summary(), Some(s));
         // Cut short: refused at the end.
         let bytes = std::fs::read(&p).unwrap();

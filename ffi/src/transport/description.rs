@@ -158,10 +158,14 @@ pub fn definition_mismatch(table: &[String], exported: &[String]) -> Option<Stri
                 ))
             }
             (Some(a), None) => {
-                return Some(format!("the table has \"{a}\", the exported table had no more"))
+                return Some(format!(
+                    "the table has \"{a}\", the exported table had no more"
+                ))
             }
             (None, Some(b)) => {
-                return Some(format!("the exported table had \"{b}\", the table has no more"))
+                return Some(format!(
+                    "the exported table had \"{b}\", the table has no more"
+                ))
             }
             (None, None) => {}
         }
