@@ -52,7 +52,7 @@ fn unhex(s: &str) -> Option<Option<Vec<u8>>> {
     if s == "none" {
         return Some(None);
     }
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -174,6 +174,7 @@ pub fn definition_mismatch(table: &[String], exported: &[String]) -> Option<Stri
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
