@@ -25,8 +25,8 @@ static std::string key_line(TABLE *table, uint k) {
   std::string s = "index " + std::to_string(k) + " `" + key.name.str + "`";
   if (k == table->s->primary_key) s += " primary";
   if (key.flags & HA_NOSAME) s += " unique";
-  if (key.flags & HA_FULLTEXT) s += " fulltext";
-  if (key.flags & HA_SPATIAL) s += " spatial";
+  if (tidesdb_compat::key_is_fulltext(&key)) s += " fulltext";
+  if (tidesdb_compat::key_is_spatial(&key)) s += " spatial";
   s += " alg=" + std::to_string((int)key.algorithm);
   s += " parts=";
   for (uint p = 0; p < key.user_defined_key_parts; p++) {
