@@ -18,7 +18,10 @@
 //! extent none | <hex: the catalog's SPATIAL extents value>
 //! definition <number of lines that follow>
 //! <one line per column, index and table property, as the shim describes them>
+//! end
 //! ```
+//!
+//! A file without its `end` line (a copy cut short) is refused.
 //!
 //! The definition lines are the shim's (`handler-shim/transport.cc`): the engine
 //! only compares them, line by line, with those of the importing table.
@@ -84,6 +87,7 @@ impl Description {
             s.push_str(line);
             s.push('\n');
         }
+        s.push_str("end\n");
         s
     }
 
@@ -130,6 +134,9 @@ impl Description {
         let definition: Vec<String> = lines.by_ref().take(n).map(str::to_string).collect();
         if definition.len() != n {
             return Err(bad("definition lines"));
+        }
+        if lines.next() != Some("end") {
+            return Err(bad("no end line: an incomplete copy?"));
         }
         Ok(Description {
             table,
