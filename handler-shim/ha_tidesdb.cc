@@ -38,6 +38,7 @@
 #include "status.h"
 #include "table_options.h"
 #include "spatial.h"
+#include "transport.h"
 
 using namespace tidesdb;
 
@@ -105,6 +106,8 @@ ulonglong ha_tidesdb::table_flags() const {
          /* CREATE SEQUENCE (the only use of the flag in the server): a sequence's
             row is written outside the connection's transaction (sequence.cc) */
          HA_CAN_TABLES_WITHOUT_ROLLBACK |
+         /* FLUSH TABLES ... FOR EXPORT (transport.h) */
+         HA_CAN_EXPORT |
          /* unique keys checked in creation order, not the server's (after an in-place
             ADD UNIQUE): REPLACE must not take the first duplicate for the last key */
          (unique_keys_reordered() ? HA_DUPLICATE_KEY_NOT_IN_ORDER : 0);
@@ -360,7 +363,26 @@ int ha_tidesdb::close() {
 int ha_tidesdb::external_lock(THD *thd, int lock_type) {
   if (lock_type == F_UNLCK) {
     close_cursor();
+    if (m_exported) {
+      m_exported = false;
+      int st = tdb_table_export_end(m_name.c_str());
+      if (st) sql_print_warning("TidesDB: %s", tdb_last_error());
+    }
     return 0;
+  }
+  /* As InnoDB: a discarded table is neither read nor written, except by the
+     DISCARD / IMPORT itself (thd_tablespace_op). */
+  if (m_tbl && !thd_tablespace_op(thd) && tdb_table_is_discarded(m_tbl)) {
+    my_error(ER_TABLESPACE_DISCARDED, MYF(0), table->s->table_name.str);
+    return HA_ERR_TABLESPACE_MISSING;
+  }
+  if (tidesdb::is_export_lock(thd, lock_type)) {
+    std::vector<std::string> lines = tidesdb::definition_lines(table);
+    std::vector<const char *> ptrs;
+    for (const std::string &l : lines) ptrs.push_back(l.c_str());
+    int st = tdb_table_export(m_tbl, m_name.c_str(), ptrs.data(), ptrs.size());
+    if (st) return fail(st);
+    m_exported = true;
   }
   tdb_trx *t;
   int st = begin_statement(thd, &t);

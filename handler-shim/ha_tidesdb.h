@@ -160,6 +160,8 @@ public:
   int open(const char *name, int mode, uint test_if_locked) override;
   int close() override;
   int external_lock(THD *thd, int lock_type) override;
+  /* ALTER TABLE ... DISCARD / IMPORT TABLESPACE (transport.h) */
+  int discard_or_import_tablespace(my_bool discard) override;
   int start_stmt(THD *thd, thr_lock_type lock_type) override;
   THR_LOCK_DATA **store_lock(THD *thd, THR_LOCK_DATA **to, enum thr_lock_type lock_type) override;
   int reset() override;
@@ -451,6 +453,8 @@ private:
   /* AUTO_INCREMENT values the statement still needs (InnoDB's n_autoinc_rows). */
   ulonglong m_autoinc_rows = 0;
   std::string m_name;
+  /* FLUSH TABLES ... FOR EXPORT wrote the table's export files: removed at unlock. */
+  bool m_exported = false;
 };
 
 #endif

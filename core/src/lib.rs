@@ -31,6 +31,7 @@ mod value_ptr;
 // this list, and the foundation); see docs/ARCHITECTURE.md.
 mod compaction;
 mod db;
+mod export;
 mod journal;
 mod memtable;
 mod table;
@@ -49,6 +50,7 @@ pub use crypto::{KeyProvider, Keyring};
 pub use db::checkpoint::{read_checkpoint_info, CheckpointInfo, CHECKPOINT_FILE};
 pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
+pub use export::{ExportItem, ExportReader, ExportSummary, ExportWriter};
 pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,

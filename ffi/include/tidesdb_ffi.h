@@ -46,7 +46,10 @@ enum tdb_status {
   TDB_ABORTED = 15,       /* the wait was cancelled (KILL QUERY) */
   TDB_DISK_FULL = 16,     /* the OS refused a write: no space left (ENOSPC, EDQUOT) */
   TDB_FK_MALFORMED = 17,  /* a FOREIGN KEY the engine cannot enforce (no index, types) */
-  TDB_KEY_UNAVAILABLE = 18 /* an encrypted table's key is not in the key management plugin */
+  TDB_KEY_UNAVAILABLE = 18, /* an encrypted table's key is not in the key management plugin */
+  TDB_DISCARDED = 19,     /* the table's data was discarded (DISCARD TABLESPACE) */
+  TDB_NOT_DISCARDED = 20, /* IMPORT TABLESPACE of a table that has its data */
+  TDB_SCHEMA_MISMATCH = 21 /* exported files that do not fit the table's definition */
 };
 
 /* The message for the last non-OK status returned on the calling thread. */
@@ -177,6 +180,21 @@ int tdb_table_rename(const char *from, const char *to);
 int tdb_table_truncate(const char *name);
 /* Drops every table whose name starts with db_path ("./db/"), for DROP DATABASE. */
 int tdb_database_drop(const char *db_path);
+
+/* Transportable tables (ffi/src/transport): FLUSH TABLES ... FOR EXPORT writes
+   <base>.tdb (the table's entries) and <base>.cfg (what they are and the definition
+   lines they fit: lines[0..n), the shim's description of the table); export_end
+   removes both (UNLOCK TABLES). discard empties the table and marks it discarded
+   (tdb_table_is_discarded: 1); import (TDB_NOT_DISCARDED, TDB_SCHEMA_MISMATCH,
+   TDB_KEY_UNAVAILABLE, TDB_CORRUPTION ...) adopts <name>.tdb / <name>.cfg as its
+   data and removes them; on any error the table stays discarded and unchanged. */
+int tdb_table_export(struct tdb_table *table, const char *base, const char *const *lines,
+                     size_t n);
+int tdb_table_export_end(const char *base);
+int tdb_table_discard(const char *name);
+int tdb_table_import(struct tdb_table *table, const char *name, const char *const *lines,
+                     size_t n);
+int tdb_table_is_discarded(struct tdb_table *table);
 
 typedef struct tdb_table tdb_table;
 

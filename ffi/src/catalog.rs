@@ -16,6 +16,7 @@
 //! | `extent/<table_id u64 BE>` | the largest half-extents of the entries of each SPATIAL index, by index number (format in `spatial.rs`) |
 //! | `stats/<table_id u64 BE>` | optimizer statistics written by ANALYZE TABLE, or by the automatic measurement as a deferred put (opaque to the engine: the shim's serialisation of rec_per_key) |
 //! | `keys/<name>`, `fk/<name>` | a table's keys and its FOREIGN KEY constraints (format in `foreign_keys.rs`) |
+//! | `discarded/<table_id u64 BE>` | empty: the table's data was discarded (`ALTER TABLE ... DISCARD TABLESPACE`); its families are empty and reads fail until an `IMPORT TABLESPACE` (`transport/`) |
 //! | `table/<name>` | [`TableMeta`], version 2: `u8 version = 2`, `u64 LE table_id`, `u32 LE n_indexes`, `u64 LE auto_increment` (the AUTO_INCREMENT table option), `u32 LE next_index_no`, then `n_indexes` x `u32 LE index_no` (version 1, written before in-place ALTER existed, stops after `auto_increment`: its index numbers are 1..=n_indexes); version 3 = version 2 with `u8 version = 3`, followed by the table's column definition versions (format in `columns.rs`) |
 //!
 //! The i-th secondary index of a table (in the server's key order) lives in column
@@ -56,6 +57,13 @@ const AUTOINC_PREFIX: &[u8] = b"autoinc/";
 
 const STATS_PREFIX: &[u8] = b"stats/";
 const EXTENT_PREFIX: &[u8] = b"extent/";
+const DISCARDED_PREFIX: &[u8] = b"discarded/";
+
+fn discarded_key(table_id: u64) -> Vec<u8> {
+    let mut k = DISCARDED_PREFIX.to_vec();
+    k.extend_from_slice(&table_id.to_be_bytes());
+    k
+}
 
 fn extent_key(table_id: u64) -> Vec<u8> {
     let mut k = EXTENT_PREFIX.to_vec();
@@ -273,6 +281,9 @@ struct TableState {
     /// (see [`TableShared::set_building`]); empty otherwise.
     building: Vec<Cf>,
     dropped: bool,
+    /// DISCARD TABLESPACE: the families are empty and the table unreadable until
+    /// an IMPORT TABLESPACE.
+    discarded: bool,
 }
 
 /// The engine index of a table's external BLOB/TEXT values (`TDB_BLOB_INDEX`).
@@ -296,7 +307,13 @@ fn split_blob_cf(mut cfs: Vec<Cf>) -> FfiResult<(Vec<Cf>, Cf)> {
 }
 
 impl TableShared {
-    fn new(meta: TableMeta, cfs: Vec<Cf>, db: Db, catalog_cf: Cf) -> FfiResult<Arc<TableShared>> {
+    fn new(
+        meta: TableMeta,
+        cfs: Vec<Cf>,
+        discarded: bool,
+        db: Db,
+        catalog_cf: Cf,
+    ) -> FfiResult<Arc<TableShared>> {
         let (cfs, blob_cf) = split_blob_cf(cfs)?;
         Ok(Arc::new(TableShared {
             state: RwLock::new(TableState {
@@ -305,6 +322,7 @@ impl TableShared {
                 blob_cf,
                 building: Vec::new(),
                 dropped: false,
+                discarded,
             }),
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
@@ -371,6 +389,31 @@ impl TableShared {
 
     pub fn index_count(&self) -> u32 {
         self.state.read().meta.n_indexes()
+    }
+
+    /// The table id in the families' names (changes at TRUNCATE, DISCARD, IMPORT).
+    pub fn table_id(&self) -> u64 {
+        self.state.read().meta.table_id
+    }
+
+    /// True after DISCARD TABLESPACE until IMPORT TABLESPACE.
+    pub fn is_discarded(&self) -> bool {
+        self.state.read().discarded
+    }
+
+    /// Points the open table at `meta`'s families (TRUNCATE, DISCARD, IMPORT) and
+    /// forgets the counters seeded from the old ones.
+    fn swap_families(&self, meta: TableMeta, cfs: Vec<Cf>, discarded: bool) -> FfiResult<()> {
+        let (cfs, blob_cf) = split_blob_cf(cfs)?;
+        let mut st = self.state.write();
+        st.meta = meta;
+        st.cfs = cfs;
+        st.blob_cf = blob_cf;
+        st.discarded = discarded;
+        self.next_rowid.store(0, Ordering::Release);
+        *self.autoinc.lock() = AutoInc::default();
+        *self.extents.lock() = None;
+        Ok(())
     }
 
     /// [`TableMeta::definition_version`] of the table as it is now.
@@ -641,6 +684,29 @@ pub enum IndexSource {
     Existing(u32),
     /// The family at this position of the built list.
     Built(usize),
+}
+
+/// The families an IMPORT TABLESPACE fills ([`Catalog::import_begin`]).
+pub struct ImportTarget {
+    /// The discarded table's entry.
+    old: TableMeta,
+    meta: TableMeta,
+    cfs: Vec<Cf>,
+}
+
+impl ImportTarget {
+    /// Rows, then secondary indexes, then the external values (as
+    /// [`TableMeta::cf_names`]).
+    pub fn cfs(&self) -> &[Cf] {
+        &self.cfs
+    }
+}
+
+/// Catalog values of a table that travel with its export.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExportedValues {
+    pub autoinc: Option<Vec<u8>>,
+    pub extent: Option<Vec<u8>>,
 }
 
 /// A catalog entry to write (None: delete) in a DDL statement's transaction.
@@ -970,6 +1036,23 @@ impl Catalog {
         opts: &CfOptions,
         columns: Option<ColumnVersions>,
     ) -> FfiResult<(TableMeta, Vec<Cf>)> {
+        self.install_with(db, name, n_indexes, auto_increment, opts, columns, |_| {
+            Vec::new()
+        })
+    }
+
+    /// [`Self::install`], writing `extra(table id)` in the same transaction.
+    #[allow(clippy::too_many_arguments)]
+    fn install_with(
+        &self,
+        db: &Db,
+        name: &str,
+        n_indexes: u32,
+        auto_increment: u64,
+        opts: &CfOptions,
+        columns: Option<ColumnVersions>,
+        extra: impl FnOnce(u64) -> Vec<CatalogWrite>,
+    ) -> FfiResult<(TableMeta, Vec<Cf>)> {
         let mut txn = db.begin(Isolation::RepeatableRead);
         let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
             Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
@@ -983,6 +1066,7 @@ impl Catalog {
         let commit = (|| -> FfiResult<()> {
             txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
             self.put_meta(&mut txn, name, Some(&meta))?;
+            self.put_extra(&mut txn, &extra(next))?;
             txn.commit()?;
             Ok(())
         })();
@@ -1056,6 +1140,7 @@ impl Catalog {
         txn.delete(&self.cf, &autoinc_key(meta.table_id))?;
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.delete(&self.cf, &extent_key(meta.table_id))?;
+        txn.delete(&self.cf, &discarded_key(meta.table_id))?;
         self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         self.forget(name);
@@ -1108,6 +1193,18 @@ impl Catalog {
     }
 
     pub fn truncate(&self, db: &Db, name: &str) -> FfiResult<()> {
+        self.reset(db, name, false)
+    }
+
+    /// ALTER TABLE ... DISCARD TABLESPACE: the table's rows and indexes are dropped
+    /// (fresh empty families, as TRUNCATE) and the table is marked discarded, so
+    /// reads and writes fail until IMPORT TABLESPACE ([`Self::import_commit`]).
+    pub fn discard(&self, db: &Db, name: &str) -> FfiResult<()> {
+        self.reset(db, name, true)
+    }
+
+    /// Swaps in fresh families under a new id (TRUNCATE; DISCARD with `discarded`).
+    fn reset(&self, db: &Db, name: &str, discarded: bool) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
         let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         // TRUNCATE starts the AUTO_INCREMENT counter again from 1; the new column
@@ -1115,24 +1212,120 @@ impl Catalog {
         let opts = Self::table_options(db, &old)?;
         // No row is left: only the current column version is needed.
         let columns = old.columns.as_ref().map(ColumnVersions::only_current);
-        let (meta, cfs) = self.install(db, name, old.n_indexes(), 1, &opts, columns)?;
+        let (meta, cfs) =
+            self.install_with(db, name, old.n_indexes(), 1, &opts, columns, |id| {
+                if discarded {
+                    vec![(discarded_key(id), Some(Vec::new()))]
+                } else {
+                    Vec::new()
+                }
+            })?;
         if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
-            let (cfs, blob_cf) = split_blob_cf(cfs)?;
-            let mut st = shared.state.write();
-            st.meta = meta;
-            st.cfs = cfs;
-            st.blob_cf = blob_cf;
-            shared.next_rowid.store(0, Ordering::Release);
-            *shared.autoinc.lock() = AutoInc::default();
-            *shared.extents.lock() = None;
+            shared.swap_families(meta, cfs, discarded)?;
         }
         db.write_deferred(); // as in drop_table
         let mut txn = db.begin(Isolation::RepeatableRead);
         txn.delete(&self.cf, &autoinc_key(old.table_id))?;
         txn.delete(&self.cf, &stats_key(old.table_id))?;
         txn.delete(&self.cf, &extent_key(old.table_id))?;
+        txn.delete(&self.cf, &discarded_key(old.table_id))?;
         txn.commit()?;
         Self::drop_cfs(db, &old)
+    }
+
+    /// The catalog values a table's export carries besides its families: its
+    /// persisted AUTO_INCREMENT counter and its SPATIAL extents (None: absent).
+    pub fn export_values(&self, db: &Db, table_id: u64) -> FfiResult<ExportedValues> {
+        db.write_deferred();
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        let autoinc = txn.get(&self.cf, &autoinc_key(table_id))?;
+        let extent = txn.get(&self.cf, &extent_key(table_id))?;
+        txn.rollback();
+        Ok(ExportedValues { autoinc, extent })
+    }
+
+    /// IMPORT TABLESPACE, first step: fresh empty families for discarded table
+    /// `name` under a new table id (with the table's options), which no catalog
+    /// entry names yet (a crash before [`Self::import_commit`] leaves orphans,
+    /// dropped at the next start; [`Self::import_abort`] drops them).
+    pub fn import_begin(&self, db: &Db, name: &str) -> FfiResult<ImportTarget> {
+        let _ddl = self.ddl.lock();
+        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        if txn.get(&self.cf, &discarded_key(old.table_id))?.is_none() {
+            return Err(FfiError::new(
+                Status::NotDiscarded,
+                format!(
+                    "table {} has its data: DISCARD TABLESPACE before IMPORT TABLESPACE",
+                    normalize(name)
+                ),
+            ));
+        }
+        let opts = Self::table_options(db, &old)?;
+        let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
+            Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
+                FfiError::new(Status::Corruption, "catalog next_table_id is damaged")
+            })?),
+            None => 1,
+        };
+        txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
+        txn.commit()?;
+        let mut meta = TableMeta::new(next, old.n_indexes(), old.auto_increment);
+        meta.columns = old.columns.clone();
+        let cfs = Self::create_cfs(db, &meta, &opts)?;
+        Ok(ImportTarget { old, meta, cfs })
+    }
+
+    /// IMPORT TABLESPACE, last step: one transaction points `name` at the filled
+    /// families of `target` (no longer discarded) with the exported catalog
+    /// values; then the discarded table's empty families are dropped.
+    pub fn import_commit(
+        &self,
+        db: &Db,
+        name: &str,
+        target: ImportTarget,
+        values: &ExportedValues,
+    ) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let ImportTarget { old, meta, cfs } = target;
+        let current = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        if current != old {
+            let _ = Self::drop_cfs(db, &meta);
+            return Err(FfiError::new(
+                Status::Invalid,
+                format!("table {} changed during IMPORT TABLESPACE", normalize(name)),
+            ));
+        }
+        db.write_deferred();
+        let commit = (|| -> FfiResult<()> {
+            let mut txn = db.begin(Isolation::RepeatableRead);
+            self.put_meta(&mut txn, name, Some(&meta))?;
+            txn.delete(&self.cf, &discarded_key(old.table_id))?;
+            txn.delete(&self.cf, &autoinc_key(old.table_id))?;
+            txn.delete(&self.cf, &stats_key(old.table_id))?;
+            txn.delete(&self.cf, &extent_key(old.table_id))?;
+            if let Some(v) = &values.autoinc {
+                txn.put(&self.cf, &autoinc_key(meta.table_id), v)?;
+            }
+            if let Some(v) = &values.extent {
+                txn.put(&self.cf, &extent_key(meta.table_id), v)?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        if let Err(e) = commit {
+            let _ = Self::drop_cfs(db, &meta);
+            return Err(e);
+        }
+        if let Some(shared) = self.open_tables.lock().get(normalize(name)) {
+            shared.swap_families(meta, cfs, false)?;
+        }
+        Self::drop_cfs(db, &old)
+    }
+
+    /// Drops the families of an import that failed (the table stays discarded).
+    pub fn import_abort(&self, db: &Db, target: ImportTarget) {
+        let _ = Self::drop_cfs(db, &target.meta);
     }
 
     /// Creates `count` empty column families for indexes an in-place ADD INDEX is
@@ -1328,7 +1521,13 @@ impl Catalog {
         if let Some(shared) = open.get(&key) {
             return Ok(shared.clone());
         }
-        let shared = TableShared::new(meta, cfs, db.clone(), self.cf.clone())?;
+        let discarded = {
+            let mut txn = db.begin(Isolation::ReadCommitted);
+            let d = txn.get(&self.cf, &discarded_key(meta.table_id))?.is_some();
+            txn.rollback();
+            d
+        };
+        let shared = TableShared::new(meta, cfs, discarded, db.clone(), self.cf.clone())?;
         open.insert(key, shared.clone());
         Ok(shared)
     }

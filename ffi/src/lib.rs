@@ -36,6 +36,7 @@ pub mod spatial;
 pub mod stats;
 pub mod status;
 pub mod table;
+pub mod transport;
 pub mod trx;
 pub mod wsrep;
 

@@ -31,6 +31,12 @@ pub enum Status {
     FkMalformed = 17,
     /// An encrypted table's key is not available from the key management plugin.
     KeyUnavailable = 18,
+    /// The table's data was discarded (DISCARD TABLESPACE; InnoDB's ER_TABLESPACE_DISCARDED).
+    Discarded = 19,
+    /// IMPORT TABLESPACE of a table that still has its data (ER_TABLESPACE_EXISTS).
+    NotDiscarded = 20,
+    /// Exported files that do not fit the table's definition (ER_TABLE_SCHEMA_MISMATCH).
+    SchemaMismatch = 21,
 }
 
 /// An error on its way to the C side: a status and a message for `tdb_last_error`.

@@ -620,6 +620,12 @@ impl Db {
     pub fn path(&self) -> &Path {
         &self.inner().dir
     }
+
+    /// The keys of encrypted files (for files the caller writes itself, such as
+    /// export files).
+    pub fn keyring(&self) -> &crate::Keyring {
+        &self.inner().opts.keys
+    }
 }
 
 /// Unresolved prepares found in the WAL (xid -> write set), in xid order.
