@@ -47,7 +47,8 @@ pub use bytes::SharedBytes;
 pub use compaction::pacer::DEFAULT_COMPACTION_RATE;
 pub use crypto::{KeyProvider, Keyring};
 pub use db::checkpoint::{read_checkpoint_info, CheckpointInfo, CHECKPOINT_FILE};
-pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
+pub use db::commit::DeferredPut;
+pub use db::database::{Db, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use options::{
