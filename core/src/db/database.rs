@@ -1522,7 +1522,11 @@ impl DbInner {
 
     /// Rotates and flushes the memtables of `cf` (write lock held), so none
     /// holds a version older than the L0 tables a spilled commit adds.
-    fn empty_memtables(&self, w: &mut crate::db::commit::WriteState, cf: &Arc<CfInner>) -> Result<()> {
+    fn empty_memtables(
+        &self,
+        w: &mut crate::db::commit::WriteState,
+        cf: &Arc<CfInner>,
+    ) -> Result<()> {
         self.rotate(w, cf)?;
         while self.flush_one(cf)? {}
         if !cf.current().imms.is_empty() {
@@ -1906,7 +1910,11 @@ impl DbInner {
 
     /// Moves the memtable of `cf` to the immutable list and starts a new WAL
     /// segment. Caller holds the write lock.
-    pub(in crate::db) fn rotate(&self, w: &mut crate::db::commit::WriteState, cf: &Arc<CfInner>) -> Result<()> {
+    pub(in crate::db) fn rotate(
+        &self,
+        w: &mut crate::db::commit::WriteState,
+        cf: &Arc<CfInner>,
+    ) -> Result<()> {
         if cf.current().mem.is_empty() {
             return Ok(());
         }

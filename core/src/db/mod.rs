@@ -11,8 +11,8 @@
 //! May use: every other folder of the crate; nothing below imports `db`.
 
 mod background;
-pub(crate) mod commit;
 pub(crate) mod checkpoint;
+pub(crate) mod commit;
 pub(crate) mod database;
 mod encryption;
 mod statistics;

@@ -399,7 +399,6 @@ impl DbInner {
             }
         }
     }
-
 }
 
 /// What the group writer made of a group before writing it: every request's
@@ -460,4 +459,3 @@ fn insert_into_memtables(
     }
     touched
 }
-

@@ -54,6 +54,7 @@ pub(crate) struct WriteState {
 
 pub(crate) struct CommitPipeline {
     queue: Mutex<queue::Queue>,
+    /// `drain_queue` waits here (committers wait on their own request).
     queue_cv: Condvar,
     write: Mutex<WriteState>,
     /// Writers waiting for room (flush, compaction) or for the database to

@@ -6,12 +6,18 @@ use crate::error::Result;
 use crate::journal::batch::Op;
 use crate::key::Kind;
 use crate::version::levels::CfInner;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Ops per group at most (a group is everything queued, up to this).
 const GROUP_OPS: usize = 100_000;
+
+/// Groups written and not finished at most: one in its fsync and one
+/// written behind it. Requests that arrive meanwhile gather in the queue and
+/// are written as one group when the fsync ends (writing each as it came
+/// would make a group, a WAL write and a memtable round per commit).
+const MAX_IN_FLIGHT: usize = 2;
 
 /// What a commit-queue request does.
 pub(crate) enum ReqKind {
@@ -35,6 +41,10 @@ pub(crate) struct CommitReq {
     pub owner: u64,
     /// Nobody waits for the result (a [`crate::Db::put_deferred`]).
     pub detached: bool,
+    /// Its waiter sleeps here (with the queue's mutex): woken for its result
+    /// or to write the next group, so a state change wakes one thread, not
+    /// every committer.
+    wake: Condvar,
 }
 
 /// A blind put queued by [`crate::Db::put_deferred`]; while no commit group
@@ -57,6 +67,8 @@ pub(super) struct Queue {
     /// First tickets of the groups written and not finished (in their fsync
     /// or waiting for their turn).
     in_flight: BTreeSet<u64>,
+    /// Threads in `drain_queue` (they wait on the pipeline's `queue_cv`).
+    drainers: usize,
 }
 
 impl Queue {
@@ -65,6 +77,24 @@ impl Queue {
         let queued = self.reqs.front().map_or(u64::MAX, |f| f.0);
         let flying = self.in_flight.first().copied().unwrap_or(u64::MAX);
         queued.min(flying)
+    }
+
+    /// A group may be written now.
+    fn may_write(&self) -> bool {
+        !self.writing && !self.reqs.is_empty() && self.in_flight.len() < MAX_IN_FLIGHT
+    }
+
+    /// After a change of state: wakes the waiter of the first queued request
+    /// if it may write the next group now, and the drainers.
+    fn wake_next(&self, drain_cv: &Condvar) {
+        if self.may_write() {
+            if let Some((_, r)) = self.reqs.iter().find(|(_, r)| !r.detached) {
+                r.wake.notify_one();
+            }
+        }
+        if self.drainers > 0 {
+            drain_cv.notify_all();
+        }
     }
 
     fn push(&mut self, req: Arc<CommitReq>) -> u64 {
@@ -94,10 +124,11 @@ impl DbInner {
             kind,
             owner,
             detached: false,
+            wake: Condvar::new(),
         });
         let mut q = self.commit.queue.lock();
-        let ticket = q.push(req);
-        self.run_queue_until(q, Some(ticket), 0)
+        let ticket = q.push(req.clone());
+        self.run_queue_until(q, Some((ticket, &req)), 0)
     }
 
     /// Queues a blind put (no conflict check, no fsync of its own) and returns
@@ -138,6 +169,7 @@ impl DbInner {
             kind: ReqKind::Commit,
             owner: 0,
             detached: true,
+            wake: Condvar::new(),
         });
         self.commit.queue.lock().push(req.clone());
         *pending = Some(DeferredPut { req });
@@ -148,9 +180,11 @@ impl DbInner {
     /// included) is written and finished, writing groups as needed. For
     /// commit paths that bypass the queue (spilled write sets) and for close.
     pub(crate) fn drain_queue(&self) {
-        let q = self.commit.queue.lock();
+        let mut q = self.commit.queue.lock();
         let upto = q.next_ticket;
-        let _ = self.run_queue_until(q, None, upto);
+        q.drainers += 1;
+        let mut q = self.run_queue_until_locked(q, None, upto).1;
+        q.drainers -= 1;
     }
 
     /// Waits for the result of `ticket` (or, with `None`, until no request
@@ -160,26 +194,39 @@ impl DbInner {
     /// the previous one is being fsynced.
     fn run_queue_until<'a>(
         &'a self,
-        mut q: MutexGuard<'a, Queue>,
-        ticket: Option<u64>,
+        q: MutexGuard<'a, Queue>,
+        ticket: Option<(u64, &CommitReq)>,
         upto: u64,
     ) -> Result<u64> {
+        self.run_queue_until_locked(q, ticket, upto).0
+    }
+
+    /// [`DbInner::run_queue_until`], handing the queue's lock back.
+    fn run_queue_until_locked<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        ticket: Option<(u64, &CommitReq)>,
+        upto: u64,
+    ) -> (Result<u64>, MutexGuard<'a, Queue>) {
         let pipeline = &self.commit;
         loop {
             match ticket {
-                Some(t) => {
+                Some((t, _)) => {
                     if let Some(r) = q.results.remove(&t) {
-                        return r;
+                        return (r, q);
                     }
                 }
                 None => {
                     if q.oldest_open() >= upto {
-                        return Ok(0);
+                        return (Ok(0), q);
                     }
                 }
             }
-            if q.writing || q.reqs.is_empty() {
-                pipeline.queue_cv.wait(&mut q);
+            if !q.may_write() {
+                match ticket {
+                    Some((_, req)) => req.wake.wait(&mut q),
+                    None => pipeline.queue_cv.wait(&mut q),
+                }
                 continue;
             }
             q.writing = true;
@@ -198,7 +245,7 @@ impl DbInner {
             let staged = self.write_group(&group);
             q = pipeline.queue.lock();
             q.writing = false;
-            pipeline.queue_cv.notify_all();
+            q.wake_next(&pipeline.queue_cv);
             drop(q);
             let results = self.finish_group(staged);
             q = pipeline.queue.lock();
@@ -206,9 +253,10 @@ impl DbInner {
             for ((t, req), r) in group.iter().zip(results) {
                 if !req.detached {
                     q.results.insert(*t, r);
+                    req.wake.notify_one();
                 }
             }
-            pipeline.queue_cv.notify_all();
+            q.wake_next(&pipeline.queue_cv);
         }
     }
 }
