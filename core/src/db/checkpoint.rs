@@ -159,7 +159,7 @@ impl DbInner {
         self.drain_queue();
         let (sequence, mnum, mut files, mut bytes) = {
             // Lock order as in the commit path: write, then manifest.
-            let w = self.write.lock();
+            let w = self.commit.lock_settled();
             let m = self.manifest.lock();
             let mut state = m.1.clone();
             let sequence = w.last_seq.max(state.last_seq);
@@ -177,7 +177,7 @@ impl DbInner {
             for (_, no) in state.prepared_spills.values().flatten() {
                 pieces.push(piece(crate::txn::spill::prep_path(&self.dir, *no), None)?);
             }
-            for (no, _) in self.wal_segments.lock().iter() {
+            for (no, _) in self.commit.closed_segments().iter() {
                 pieces.push(piece(wal::segment_path(&self.dir, *no), None)?);
             }
             if let Some(cur) = &w.wal {

@@ -2,6 +2,7 @@
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
 use super::background::Background;
+use super::commit::{CommitPipeline, DeferredPut, ReqKind};
 use crate::bytes::SharedBytes;
 use crate::compaction::output::{create_table, finish_table, finish_vlog, VlogOutFile};
 use crate::compaction::pacer::next_backoff;
@@ -16,8 +17,8 @@ use crate::table::sst::{self, Table, TableBuilder};
 use crate::version::levels::{Cf, CfInner, FileHandle, Levels, SuperVersion};
 use crate::version::manifest::{self, EditOp, FileMeta, ManifestWriter, State};
 use crate::version::snapshots::{SnapGuard, Snapshots};
-use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,10 +27,6 @@ use std::time::Duration;
 
 /// Immutable memtables per column family before writers stall.
 pub(crate) const MAX_IMMS: usize = 4;
-
-/// Ops of one column family the commit leader warms and then inserts
-/// together (`Memtable::warm_inserts`).
-const WARM_RUN: usize = 64;
 
 /// A table file or value log file quarantined at open (see
 /// [`Db::quarantined_files`]).
@@ -56,36 +53,6 @@ pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + 'a;
 
 /// The `.prep` files of a prepared spilled write set: (cf, table).
 pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
-
-/// What a commit-queue request does.
-pub(crate) enum ReqKind {
-    /// Ordinary commit: ops get a new sequence, become visible.
-    Commit,
-    /// 2PC prepare: conflict check, durable prepare record, no visibility.
-    Prepare(Vec<u8>),
-    /// Commit of a prepared xid (no conflict check: done at prepare).
-    CommitPrepared(Vec<u8>),
-    /// Rollback of a prepared xid.
-    RollbackPrepared(Vec<u8>),
-}
-
-pub(crate) struct CommitReq {
-    pub ops: Mutex<CfOps>,
-    pub check_conflicts: bool,
-    /// Wait for an fsync (in `SyncMode::Full`).
-    pub sync: bool,
-    pub kind: ReqKind,
-    /// Lock owner (transaction id) of a prepare.
-    pub owner: u64,
-    /// Nobody waits for the result (a [`Db::put_deferred`]).
-    pub detached: bool,
-}
-
-/// A blind put queued by [`Db::put_deferred`]; while no commit group has taken
-/// it, a later `put_deferred` of the same key rewrites it in place.
-pub struct DeferredPut {
-    req: Arc<CommitReq>,
-}
 
 /// A prepared (2PC), unresolved transaction known to the database.
 pub(crate) struct PreparedEntry {
@@ -130,38 +97,15 @@ impl PreparedTxn {
     }
 }
 
-struct Queue {
-    reqs: VecDeque<(u64, Arc<CommitReq>)>,
-    results: HashMap<u64, Result<u64>>,
-    next_ticket: u64,
-    /// A leader is writing a group (taken from the front of `reqs`, popped
-    /// when done). Any waiter leads the next group once this is false.
-    leading: bool,
-}
-
-pub(crate) struct WriteState {
-    pub(super) wal: Option<WalWriter>,
-    /// Highest sequence written into the current segment.
-    seg_max_seq: u64,
-    pub(super) last_seq: u64,
-}
-
 pub(crate) struct DbInner {
     pub dir: PathBuf,
     pub opts: DbOptions,
     pub uid: u64,
-    sync_mode: Mutex<SyncMode>,
     pub cache: Arc<BlockCache>,
     pub cfs: RwLock<BTreeMap<u64, Arc<CfInner>>>,
     ddl: Mutex<()>,
-    pub visible_seq: AtomicU64,
-    pub(super) write: Mutex<WriteState>,
-    stall_cv: Condvar,
-    queue: Mutex<Queue>,
-    queue_cv: Condvar,
-    /// Closed WAL segments: (number, max seq written to it).
-    pub(super) wal_segments: Mutex<Vec<(u64, u64)>>,
-    current_wal_file: Mutex<Option<Arc<File>>>,
+    /// The commit queue, the WAL writer, durability and visibility.
+    pub(crate) commit: CommitPipeline,
     pub manifest: Mutex<(ManifestWriter, State)>,
     pub next_file: AtomicU64,
     /// Live snapshots (the versions compaction keeps).
@@ -176,8 +120,6 @@ pub(crate) struct DbInner {
     lock_file: Mutex<Option<File>>,
     pub locks: Arc<crate::txn::lock::LockManager>,
     pub next_txn_id: AtomicU64,
-    /// Number of fsyncs issued by commit groups (tests, statistics).
-    pub wal_syncs: AtomicU64,
     pub prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub spill_threshold: std::sync::atomic::AtomicUsize,
@@ -329,7 +271,7 @@ impl Db {
     }
 
     pub fn set_sync_mode(&self, mode: SyncMode) {
-        *self.inner().sync_mode.lock() = mode;
+        self.inner().commit.set_sync_mode(mode);
         self.inner().bg.notify();
     }
 
@@ -339,7 +281,7 @@ impl Db {
     }
 
     pub fn sync_mode(&self) -> SyncMode {
-        *self.inner().sync_mode.lock()
+        self.inner().commit.sync_mode()
     }
 
     /// fsyncs the current WAL segment.
@@ -391,7 +333,7 @@ impl Db {
 
     /// Sequence number of the latest visible commit.
     pub fn latest_sequence(&self) -> u64 {
-        self.inner().visible_seq.load(Ordering::Acquire)
+        self.inner().commit.visible_seq()
     }
 
     /// True if an unresolved prepared (2PC) transaction wrote a key of `cf`.
@@ -470,7 +412,7 @@ impl Db {
 
     /// Number of WAL fsyncs issued by commit groups since open (statistics).
     pub fn wal_sync_count(&self) -> u64 {
-        self.inner().wal_syncs.load(Ordering::Relaxed)
+        self.inner().commit.wal_sync_count()
     }
 
     /// Garbage ratio (0..=1, default 0.5) at which a value log file's live
@@ -1031,31 +973,14 @@ impl DbInner {
         let spilled_prepares =
             open_spilled_prepares(dir, &state, &cache, read_only, &mut notes, &opts.keys)?;
 
-        let cur_file = w.as_ref().map(|w| w.file.clone());
         let inner = Arc::new(DbInner {
             dir: dir.to_path_buf(),
-            sync_mode: Mutex::new(opts.sync_mode),
+            commit: CommitPipeline::new(w, last_seq, opts.sync_mode),
             opts,
             uid,
             cache,
             cfs: RwLock::new(cfs),
             ddl: Mutex::new(()),
-            visible_seq: AtomicU64::new(last_seq),
-            write: Mutex::new(WriteState {
-                wal: w,
-                seg_max_seq: 0,
-                last_seq,
-            }),
-            stall_cv: Condvar::new(),
-            queue: Mutex::new(Queue {
-                reqs: VecDeque::new(),
-                results: HashMap::new(),
-                next_ticket: 0,
-                leading: false,
-            }),
-            queue_cv: Condvar::new(),
-            wal_segments: Mutex::new(Vec::new()),
-            current_wal_file: Mutex::new(cur_file),
             manifest: Mutex::new((mw, state)),
             next_file,
             snapshots: Arc::default(),
@@ -1067,7 +992,6 @@ impl DbInner {
             lock_file: Mutex::new(Some(lock)),
             locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
-            wal_syncs: AtomicU64::new(0),
             prepared: Mutex::new(PreparedState::default()),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
             dio,
@@ -1202,7 +1126,7 @@ impl DbInner {
     /// stalled writers wake up to see it.
     pub(crate) fn note_bg_error(&self, e: &Error) {
         if self.bg.note_error(e) {
-            self.stall_cv.notify_all();
+            self.commit.notify_stall();
         }
     }
 
@@ -1250,7 +1174,7 @@ impl DbInner {
 
     fn sync_thread(self: Arc<Self>) {
         loop {
-            let mode = *self.sync_mode.lock();
+            let mode = self.commit.sync_mode();
             let wait = match mode {
                 SyncMode::Interval { millis } => Duration::from_millis(millis.max(1)),
                 _ => Duration::from_millis(200),
@@ -1258,7 +1182,7 @@ impl DbInner {
             if !self.bg.wait(wait) {
                 return;
             }
-            if let SyncMode::Interval { .. } = *self.sync_mode.lock() {
+            if let SyncMode::Interval { .. } = self.commit.sync_mode() {
                 if self.sync_wal().is_err() {
                     self.poisoned.store(true, Ordering::SeqCst);
                 }
@@ -1287,14 +1211,7 @@ impl DbInner {
     }
 
     pub(crate) fn sync_wal(&self) -> Result<()> {
-        let f = self.current_wal_file.lock().clone();
-        if let Some(f) = f {
-            f.sync_data().map_err(|e| {
-                self.poisoned.store(true, Ordering::SeqCst);
-                Error::io("fsync WAL", e)
-            })?;
-        }
-        Ok(())
+        self.commit.sync_current().inspect_err(|_| self.poison())
     }
 
     pub(crate) fn find_cf(&self, name: &str) -> Option<Arc<CfInner>> {
@@ -1403,7 +1320,7 @@ impl DbInner {
             imms: Vec::new(),
             levels: Arc::new(Levels::new()),
         });
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
         self.purge_wal();
         Ok(())
     }
@@ -1432,12 +1349,12 @@ impl DbInner {
     // ------------------------------------------------------------ snapshots
 
     pub(crate) fn snapshot(&self) -> Arc<SnapGuard> {
-        self.snapshots.take(&self.visible_seq)
+        self.snapshots.take(self.commit.visible_seq_cell())
     }
 
     /// Oldest sequence any live snapshot can read at.
     pub(crate) fn oldest_snapshot(&self) -> u64 {
-        self.snapshots.oldest(&self.visible_seq)
+        self.snapshots.oldest(self.commit.visible_seq_cell())
     }
 
     pub(crate) fn live_snapshots(&self) -> Vec<u64> {
@@ -1506,7 +1423,7 @@ impl DbInner {
     }
 
     /// Sequence of the newest version of `key` if it is newer than `snap`.
-    fn newer_than(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<bool> {
+    pub(in crate::db) fn newer_than(&self, cf: &CfInner, key: &[u8], snap: u64) -> Result<bool> {
         let sv = cf.current();
         if let Some(s) = sv.mem.latest_seq(key) {
             return Ok(s > snap);
@@ -1528,12 +1445,6 @@ impl DbInner {
     }
 
     // ------------------------------------------------------------ commit
-
-    /// Commits `ops` atomically; returns the commit sequence. Group commit:
-    /// the first queued request leads, writing and syncing everyone's records.
-    pub(crate) fn commit_ops(&self, ops: CfOps, check_conflicts: bool, sync: bool) -> Result<u64> {
-        self.submit(ops, check_conflicts, sync, ReqKind::Commit, 0)
-    }
 
     /// Commits a spilled write set (`parts`: per column family, a merge of
     /// the write set yielding the newest own version of each key, tombstones
@@ -1559,7 +1470,7 @@ impl DbInner {
         // Deferred puts queued before must reach the WAL first.
         self.drain_queue();
         let _fl = self.flush_lock.lock();
-        let mut w = self.write.lock();
+        let mut w = self.commit.lock_settled();
         self.check_writable()?;
         // None: commit of a prepared write set (checked at prepare).
         if let Some(check) = check {
@@ -1578,13 +1489,11 @@ impl DbInner {
             out.remove(&self.dir);
             return Err(e);
         }
-        w.last_seq = seq;
-        w.seg_max_seq = seq;
-        self.visible_seq.store(seq, Ordering::Release);
+        self.commit.publish_settled(&mut w, seq);
         drop(w);
         drop(_fl);
         self.bg.notify();
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
         self.purge_wal();
         Ok(seq)
     }
@@ -1619,7 +1528,11 @@ impl DbInner {
 
     /// Rotates and flushes the memtables of `cf` (write lock held), so none
     /// holds a version older than the L0 tables a spilled commit adds.
-    fn empty_memtables(&self, w: &mut WriteState, cf: &Arc<CfInner>) -> Result<()> {
+    fn empty_memtables(
+        &self,
+        w: &mut crate::db::commit::WriteState,
+        cf: &Arc<CfInner>,
+    ) -> Result<()> {
         self.rotate(w, cf)?;
         while self.flush_one(cf)? {}
         if !cf.current().imms.is_empty() {
@@ -1836,7 +1749,7 @@ impl DbInner {
         self.check_writable()?;
         // Deferred puts queued before must be durable with the prepare.
         self.drain_queue();
-        let w = self.write.lock();
+        let w = self.commit.lock_settled();
         self.check_writable()?;
         let mut files: Vec<(u64, Arc<Table>)> = Vec::new();
         let mut keys: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -2001,453 +1914,13 @@ impl DbInner {
         }
     }
 
-    /// Queues a request for the group-commit leader; returns its sequence
-    /// (0 for prepare / rollback records).
-    pub(crate) fn submit(
-        &self,
-        ops: CfOps,
-        check_conflicts: bool,
-        sync: bool,
-        kind: ReqKind,
-        owner: u64,
-    ) -> Result<u64> {
-        self.check_writable()?;
-        let req = Arc::new(CommitReq {
-            ops: Mutex::new(ops),
-            check_conflicts,
-            sync,
-            kind,
-            owner,
-            detached: false,
-        });
-        let mut q = self.queue.lock();
-        let ticket = q.next_ticket;
-        q.next_ticket += 1;
-        q.reqs.push_back((ticket, req));
-        self.run_queue_until(q, Some(ticket), 0)
-    }
-
-    /// Queues a blind put (no conflict check, no fsync of its own) and returns
-    /// at once: the next commit group writes it, ahead of every commit
-    /// submitted after this returns (so it is durable no later than they are).
-    /// While `pending` holds a put of the same key no group has taken yet,
-    /// that put's value is replaced instead (one record per group at most).
-    pub(crate) fn put_deferred(
-        &self,
-        cf: &Arc<CfInner>,
-        key: &[u8],
-        value: &[u8],
-        pending: &mut Option<DeferredPut>,
-    ) -> Result<()> {
-        self.check_writable()?;
-        if let Some(p) = pending.as_ref() {
-            // A leader takes the ops (leaving them empty) under this lock.
-            let mut ops = p.req.ops.lock();
-            if let Some((c, op, _)) = ops.first_mut() {
-                if Arc::ptr_eq(c, cf) && op.key == key {
-                    op.value = Arc::from(value);
-                    op.crc = None;
-                    return Ok(());
-                }
-            }
-        }
-        let op = Op {
-            cf: cf.id,
-            kind: Kind::Put,
-            key: key.to_vec(),
-            value: Arc::from(value),
-            crc: None,
-        };
-        let req = Arc::new(CommitReq {
-            ops: Mutex::new(vec![(cf.clone(), op, 0)]),
-            check_conflicts: false,
-            sync: false,
-            kind: ReqKind::Commit,
-            owner: 0,
-            detached: true,
-        });
-        let mut q = self.queue.lock();
-        let ticket = q.next_ticket;
-        q.next_ticket += 1;
-        q.reqs.push_back((ticket, req.clone()));
-        *pending = Some(DeferredPut { req });
-        Ok(())
-    }
-
-    /// Waits until every request queued before the call (deferred puts
-    /// included) is written, leading groups as needed. For commit paths that
-    /// bypass the queue (spilled write sets) and for close.
-    pub(crate) fn drain_queue(&self) {
-        let q = self.queue.lock();
-        let upto = q.next_ticket;
-        let _ = self.run_queue_until(q, None, upto);
-    }
-
-    /// Waits for the result of `ticket` (or, with `None`, until no request
-    /// before ticket `upto` is left), leading a group whenever no one else is:
-    /// a group is everything queued (bounded), so requests that arrive while
-    /// a leader writes and fsyncs form the next group together.
-    fn run_queue_until<'a>(
-        &'a self,
-        mut q: parking_lot::MutexGuard<'a, Queue>,
-        ticket: Option<u64>,
-        upto: u64,
-    ) -> Result<u64> {
-        loop {
-            match ticket {
-                Some(t) => {
-                    if let Some(r) = q.results.remove(&t) {
-                        return r;
-                    }
-                }
-                None => {
-                    if q.reqs.front().map_or(true, |f| f.0 >= upto) {
-                        return Ok(0);
-                    }
-                }
-            }
-            if q.leading || q.reqs.is_empty() {
-                self.queue_cv.wait(&mut q);
-                continue;
-            }
-            q.leading = true;
-            let mut group = Vec::new();
-            let mut bytes = 0usize;
-            for (t, r) in q.reqs.iter() {
-                group.push((*t, r.clone()));
-                bytes += r.ops.lock().len();
-                if bytes > 100_000 {
-                    break;
-                }
-            }
-            drop(q);
-            let results = self.process_group(&group);
-            q = self.queue.lock();
-            for _ in 0..group.len() {
-                q.reqs.pop_front();
-            }
-            for ((t, req), r) in group.iter().zip(results) {
-                if !req.detached {
-                    q.results.insert(*t, r);
-                }
-            }
-            q.leading = false;
-            self.queue_cv.notify_all();
-        }
-    }
-
-    /// Writes one commit group (leader only): waits for room in the touched
-    /// column families, checks and frames every request, appends (and
-    /// fsyncs) the frames as one WAL write, inserts the accepted ops into
-    /// the memtables, settles prepared transactions, publishes the new
-    /// sequence and rotates memtables that are full.
-    fn process_group(&self, group: &[(u64, Arc<CommitReq>)]) -> Vec<Result<u64>> {
-        let mut w = self.write.lock();
-        let room = self
-            .check_writable()
-            .and_then(|()| self.wait_for_write_room(&mut w, group));
-        if let Err(e) = room {
-            return group.iter().map(|_| Err(e.duplicate())).collect();
-        }
-        let base_seq = w.last_seq;
-        let mut plan = self.plan_group(group, base_seq);
-        if plan.accepted.is_empty() {
-            return plan.results;
-        }
-        let sync = *self.sync_mode.lock() == SyncMode::Full
-            && plan.accepted.iter().any(|(i, _, _)| group[*i].1.sync);
-        let logged = match self.append_group(&mut w, &plan.framed, sync) {
-            Ok(logged) => logged,
-            Err(e) => {
-                for (i, _, _) in &plan.accepted {
-                    plan.results[*i] = Err(e.duplicate());
-                }
-                return plan.results;
-            }
-        };
-        let touched = insert_into_memtables(&mut plan.accepted, &logged);
-        let cur_seg = w.wal.as_ref().map_or(0, |x| x.number);
-        self.settle_prepared(&plan.resolved, plan.new_prepared, cur_seg);
-        if plan.next_seq > base_seq {
-            w.last_seq = plan.next_seq;
-            w.seg_max_seq = plan.next_seq;
-            self.visible_seq.store(plan.next_seq, Ordering::Release);
-        }
-        for cf in touched {
-            if cf.current().mem.size() >= self.opts.write_buffer_size {
-                // Data is durable in the WAL already. A rotation that could
-                // not create the next segment (no space) is tried again at
-                // the next commit; a failed fsync poisoned in `new_segment`.
-                let _ = self.rotate(&mut w, &cf);
-            }
-        }
-        self.maybe_rotate_for_wal_size(&mut w);
-        plan.results
-    }
-
-    /// Stalls while a column family the group touches has too many unflushed
-    /// memtables or L0 files, and slows down briefly near the L0 limit. Fails
-    /// when the database stops being writable or the background work that
-    /// would end the stall fails on I/O.
-    fn wait_for_write_room(
-        &self,
-        w: &mut parking_lot::MutexGuard<'_, WriteState>,
-        group: &[(u64, Arc<CommitReq>)],
-    ) -> Result<()> {
-        loop {
-            let stalled = group.iter().any(|(_, r)| {
-                r.ops.lock().iter().any(|(cf, _, _)| {
-                    let sv = cf.current();
-                    !cf.dropped.load(Ordering::Relaxed)
-                        && (sv.imms.len() >= MAX_IMMS
-                            || sv.levels.levels[0].len() >= crate::compaction::leveled::L0_STOP)
-                })
-            });
-            if !stalled {
-                break;
-            }
-            self.check_writable()?;
-            // The flush / compaction that would end the stall is failing on
-            // I/O (a full disk): fail these writes with its error instead of
-            // waiting for ever. (A compaction failing on a damaged file does
-            // not fail writes: other flushes and compactions go on.)
-            if let Some(e) = self.bg.io_error() {
-                return Err(e);
-            }
-            crate::metrics::WRITE_STALLS.inc();
-            self.pacer.urge();
-            self.request_flush();
-            self.stall_cv.wait_for(w, Duration::from_millis(50));
-        }
-        let slow = group.iter().any(|(_, r)| {
-            r.ops.lock().iter().any(|(cf, _, _)| {
-                cf.current().levels.levels[0].len() >= crate::compaction::leveled::L0_SLOWDOWN
-            })
-        });
-        if slow {
-            crate::metrics::WRITE_SLOWDOWNS.inc();
-            self.pacer.urge();
-            self.bg.notify();
-            self.stall_cv.wait_for(w, Duration::from_millis(1));
-        }
-        Ok(())
-    }
-
-    /// Checks every request of the group (in order, each against the ones
-    /// accepted before it) and frames the accepted ones' WAL records, giving
-    /// commits the sequences after `base_seq`.
-    fn plan_group(&self, group: &[(u64, Arc<CommitReq>)], base_seq: u64) -> GroupPlan {
-        let mut plan = GroupPlan {
-            results: Vec::with_capacity(group.len()),
-            framed: wal::Frames::default(),
-            accepted: Vec::new(),
-            new_prepared: Vec::new(),
-            resolved: Vec::new(),
-            next_seq: base_seq,
-        };
-        let mut group_keys: HashSet<(u64, Vec<u8>)> = HashSet::new();
-        for (i, (_, req)) in group.iter().enumerate() {
-            let mut ops = std::mem::take(&mut *req.ops.lock());
-            let resolving = matches!(
-                req.kind,
-                ReqKind::CommitPrepared(_) | ReqKind::RollbackPrepared(_)
-            );
-            if resolving {
-                // A prepared txn must be able to commit: ops of a column
-                // family dropped since the prepare are simply skipped.
-                ops.retain(|(cf, _, _)| !cf.dropped.load(Ordering::Acquire));
-            }
-            if let Err(e) = self.check_request(req, &ops, &group_keys, &plan.new_prepared) {
-                plan.results.push(Err(e));
-                continue;
-            }
-            let framed = &mut plan.framed;
-            framed.reserve(batch::encoded_size(ops.iter().map(|(_, o, _)| o)) + 8);
-            let last = i + 1 == group.len();
-            match &req.kind {
-                ReqKind::Commit => {
-                    plan.next_seq += 1;
-                    let seq = plan.next_seq;
-                    framed
-                        .frame(|out| batch::encode_commit(out, seq, ops.iter().map(|(_, o, _)| o)));
-                    // Only later requests of the group need our keys (not
-                    // those of a blind deferred put: it conflicts with none).
-                    if !last && !req.detached {
-                        for (_, o, _) in &ops {
-                            group_keys.insert((o.cf, o.key.clone()));
-                        }
-                    }
-                    plan.results.push(Ok(seq));
-                    plan.accepted.push((i, seq, ops));
-                }
-                ReqKind::Prepare(x) => {
-                    framed
-                        .frame(|out| batch::encode_prepare(out, x, ops.iter().map(|(_, o, _)| o)));
-                    let keys: Vec<(u64, Vec<u8>)> =
-                        ops.iter().map(|(_, o, _)| (o.cf, o.key.clone())).collect();
-                    group_keys.extend(keys.iter().cloned());
-                    plan.new_prepared.push((x.clone(), req.owner, keys));
-                    plan.results.push(Ok(0));
-                    plan.accepted.push((i, 0, Vec::new()));
-                }
-                ReqKind::CommitPrepared(x) => {
-                    plan.next_seq += 1;
-                    let seq = plan.next_seq;
-                    framed.frame(|out| batch::encode_commit_prepared(out, seq, x));
-                    plan.resolved.push((x.clone(), seq));
-                    plan.results.push(Ok(seq));
-                    plan.accepted.push((i, seq, ops));
-                }
-                ReqKind::RollbackPrepared(x) => {
-                    framed.frame(|out| batch::encode_rollback_prepared(out, x));
-                    plan.resolved.push((x.clone(), 0));
-                    plan.results.push(Ok(0));
-                    plan.accepted.push((i, 0, Vec::new()));
-                }
-            }
-        }
-        plan
-    }
-
-    /// One request's checks: a prepare's xid is new; its column families
-    /// exist; with conflict checks, no key is written by an earlier request
-    /// of the group, by a prepared transaction, or committed after the
-    /// key's check sequence (first committer wins).
-    fn check_request(
-        &self,
-        req: &CommitReq,
-        ops: &CfOps,
-        group_keys: &HashSet<(u64, Vec<u8>)>,
-        new_prepared: &[(Vec<u8>, u64, Vec<LockKey>)],
-    ) -> Result<()> {
-        let prep = self.prepared.lock();
-        if let ReqKind::Prepare(x) = &req.kind {
-            if prep.by_xid.contains_key(x) || new_prepared.iter().any(|p| &p.0 == x) {
-                return Err(Error::InvalidArgument("xid is already prepared".into()));
-            }
-        }
-        for (cf, op, check_seq) in ops {
-            if cf.dropped.load(Ordering::Acquire) {
-                return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
-            }
-            if req.check_conflicts {
-                // Keys of earlier requests of this group / of prepared txns
-                // (skipped when there are none).
-                if (!group_keys.is_empty() || !prep.keys.is_empty()) && {
-                    let k = (op.cf, op.key.clone());
-                    group_keys.contains(&k) || prep.keys.contains(&k)
-                } {
-                    crate::metrics::WRITE_CONFLICTS.inc();
-                    return Err(Error::Conflict);
-                }
-                if self.newer_than(cf, &op.key, *check_seq)? {
-                    crate::metrics::WRITE_CONFLICTS.inc();
-                    return Err(Error::Conflict);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Appends the group's frames to the WAL as one write (and fsyncs them
-    /// when `sync`); returns where each out-of-line value landed, by the
-    /// address of its buffer: kept in the memtable, so a flush can point
-    /// into the segment instead of copying the value again (`build_table`).
-    fn append_group(
-        &self,
-        w: &mut WriteState,
-        framed: &wal::Frames,
-        sync: bool,
-    ) -> Result<HashMap<usize, wal::WalLoc>> {
-        let mut logged: HashMap<usize, wal::WalLoc> = HashMap::new();
-        let wal = w.wal.as_mut().ok_or(Error::Closed)?;
-        let (segment, base) = (wal.number, wal.size);
-        // Fsynced groups overwrite zeros written ahead (no journal commit
-        // per fsync, see `wal::PREFILL_BYTES`).
-        wal.prefill = sync;
-        // A failed append (no space, ...) is cut back off the segment by
-        // the writer: these commits fail, later ones may succeed. Only a
-        // failed fsync (or a cut that failed) refuses writes until reopen.
-        if let Err(e) = wal.append_frames(framed) {
-            if wal.torn {
-                self.poison();
-            }
-            return Err(e);
-        }
-        for (at, off) in framed.ext_offsets() {
-            let offset = base + off;
-            logged.insert(at as usize, wal::WalLoc { segment, offset });
-        }
-        crate::metrics::WAL_BYTES.add(framed.len() as u64);
-        crate::metrics::COMMIT_GROUPS.inc();
-        if sync {
-            if let Err(e) = wal.sync() {
-                self.poison();
-                return Err(e);
-            }
-            self.wal_syncs.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(logged)
-    }
-
-    /// After a durable group: forgets the prepared transactions it resolved
-    /// (their keys free again) and registers those it prepared, pinned to
-    /// WAL segment `cur_seg`.
-    fn settle_prepared(
-        &self,
-        resolved: &[(Vec<u8>, u64)],
-        new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)>,
-        cur_seg: u64,
-    ) {
-        if !resolved.is_empty() {
-            // A committed prepare's segment must live until the commit's
-            // sequence is flushed: raise its max sequence *before* unpinning.
-            let segs_to_bump: Vec<(u64, u64)> = {
-                let p = self.prepared.lock();
-                resolved
-                    .iter()
-                    .filter_map(|(x, seq)| p.by_xid.get(x).map(|e| (e.segment, *seq)))
-                    .collect()
-            };
-            {
-                let mut segs = self.wal_segments.lock();
-                for (n, seq) in segs_to_bump {
-                    if let Some(s) = segs.iter_mut().find(|s| s.0 == n) {
-                        s.1 = s.1.max(seq);
-                    }
-                }
-            }
-            let mut p = self.prepared.lock();
-            for (x, _) in resolved {
-                if let Some(e) = p.by_xid.remove(x) {
-                    for k in &e.keys {
-                        p.keys.remove(k);
-                    }
-                }
-            }
-        }
-        if !new_prepared.is_empty() {
-            let mut p = self.prepared.lock();
-            for (x, owner, keys) in new_prepared {
-                p.keys.extend(keys.iter().cloned());
-                p.by_xid.insert(
-                    x,
-                    PreparedEntry {
-                        owner,
-                        segment: cur_seg,
-                        keys,
-                        ops: None,
-                        resolving: false,
-                        spill: Vec::new(),
-                    },
-                );
-            }
-        }
-    }
-
     /// Moves the memtable of `cf` to the immutable list and starts a new WAL
     /// segment. Caller holds the write lock.
-    fn rotate(&self, w: &mut WriteState, cf: &Arc<CfInner>) -> Result<()> {
+    pub(in crate::db) fn rotate(
+        &self,
+        w: &mut crate::db::commit::WriteState,
+        cf: &Arc<CfInner>,
+    ) -> Result<()> {
         if cf.current().mem.is_empty() {
             return Ok(());
         }
@@ -2466,7 +1939,7 @@ impl DbInner {
         Ok(())
     }
 
-    fn new_segment(&self, w: &mut WriteState) -> Result<()> {
+    fn new_segment(&self, w: &mut crate::db::commit::WriteState) -> Result<()> {
         let Some(old) = w.wal.as_mut() else {
             return Err(Error::Closed);
         };
@@ -2479,18 +1952,15 @@ impl DbInner {
         }
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
         let nw = new_wal_segment(&self.dir, no, &self.opts)?;
-        *self.current_wal_file.lock() = Some(nw.file.clone());
-        if let Some(old) = w.wal.replace(nw) {
-            self.wal_segments.lock().push((old.number, w.seg_max_seq));
-        }
+        self.commit.switch_segment(w, nw);
         Ok(())
     }
 
-    fn maybe_rotate_for_wal_size(&self, w: &mut WriteState) {
+    pub(in crate::db) fn maybe_rotate_for_wal_size(&self, w: &mut crate::db::commit::WriteState) {
         let limit = (self.opts.write_buffer_size as u64)
             .saturating_mul(4)
             .max(64 << 20);
-        let segs = self.wal_segments.lock().clone();
+        let segs = self.commit.closed_segments().clone();
         if segs.len() < 2 {
             return;
         }
@@ -2553,6 +2023,10 @@ impl DbInner {
         if cf.dropped.load(Ordering::Acquire) {
             return Ok(false);
         }
+        // The groups that wrote it may still be in their fsync: the table
+        // and the manifest name only sequences already visible.
+        self.commit
+            .wait_visible(imm.max_seq(), &|| self.is_poisoned())?;
         let no = self.next_file.fetch_add(1, Ordering::SeqCst);
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let built = if imm.is_empty() {
@@ -2564,7 +2038,7 @@ impl DbInner {
             // The memtable's data is in segments sealed when it was rotated
             // (listed until purged, which waits for this flush).
             let adopt = WalAdoption {
-                sealed: self.wal_segments.lock().iter().map(|s| s.0).collect(),
+                sealed: self.commit.closed_segments().iter().map(|s| s.0).collect(),
                 max_garbage_ratio: self.vlog_gc_ratio(),
             };
             Some(build_table(
@@ -2608,7 +2082,7 @@ impl DbInner {
                 });
             }
             ops.push(EditOp::FlushedSeq(cf.id, imm.max_seq()));
-            ops.push(EditOp::LastSeq(self.visible_seq.load(Ordering::Acquire)));
+            ops.push(EditOp::LastSeq(self.commit.visible_seq()));
             ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
             if let Err(e) = self.apply_manifest(w, st, &ops) {
                 discard(&built);
@@ -2638,7 +2112,7 @@ impl DbInner {
         crate::metrics::MEMTABLE_FLUSHES.inc();
         // Writes are coming in: compaction keeps up with them unpaced.
         self.pacer.urge();
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
         self.bg.notify();
         Ok(true)
     }
@@ -2646,13 +2120,13 @@ impl DbInner {
     /// Deletes closed WAL segments whose every record is in table files and
     /// that hold no unresolved prepare record.
     pub(crate) fn purge_wal(&self) {
-        let w = self.write.lock();
+        let w = self.commit.lock_write();
         self.purge_wal_locked(&w);
     }
 
     /// `purge_wal` with the write lock held (so no commit interleaves between
     /// reading the memtables, the prepared pins and the segment list).
-    pub(crate) fn purge_wal_locked(&self, _w: &WriteState) {
+    pub(crate) fn purge_wal_locked(&self, _w: &crate::db::commit::WriteState) {
         let pinned: HashSet<u64> = self
             .prepared
             .lock()
@@ -2670,7 +2144,7 @@ impl DbInner {
                 }
             }
         }
-        let mut segs = self.wal_segments.lock();
+        let mut segs = self.commit.closed_segments();
         let mut keep = Vec::new();
         for (n, max) in segs.drain(..) {
             if max < min_unflushed && !pinned.contains(&n) {
@@ -2685,7 +2159,7 @@ impl DbInner {
     fn flush_all(&self) -> Result<()> {
         self.check_writable()?;
         {
-            let mut w = self.write.lock();
+            let mut w = self.commit.lock_write();
             let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
             for cf in cfs {
                 self.rotate(&mut w, &cf)?;
@@ -2696,7 +2170,7 @@ impl DbInner {
 
     pub(crate) fn flush_cf(&self, cf: &Arc<CfInner>) -> Result<()> {
         {
-            let mut w = self.write.lock();
+            let mut w = self.commit.lock_write();
             self.rotate(&mut w, cf)?;
         }
         self.flush_pending()
@@ -2820,15 +2294,11 @@ impl DbInner {
             return Err(Error::Closed);
         }
         self.bg.shut_down();
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
         self.bg.join();
         // Wait out an in-flight commit group, then sync.
-        let mut w = self.write.lock();
-        let r = match w.wal.take() {
-            Some(mut wal) => wal.seal(),
-            None => Ok(()),
-        };
-        *self.current_wal_file.lock() = None;
+        let mut w = self.commit.lock_settled();
+        let r = self.commit.close_wal(&mut w);
         drop(w);
         self.lock_file.lock().take();
         r
@@ -2850,72 +2320,13 @@ impl DbInner {
         self.poisoned.load(Ordering::Acquire)
     }
     pub(crate) fn stall_cv_notify(&self) {
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
     }
 
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::SeqCst);
-        self.stall_cv.notify_all();
+        self.commit.notify_stall();
     }
-}
-
-/// What the commit leader made of a group before writing it: every request's
-/// result so far, the WAL frames of the accepted ones, and what those change
-/// once durable.
-struct GroupPlan {
-    results: Vec<Result<u64>>,
-    framed: wal::Frames,
-    /// (index in the group, commit sequence or 0, ops to insert).
-    accepted: Vec<(usize, u64, CfOps)>,
-    /// (xid, lock owner, keys) of the group's prepares.
-    new_prepared: Vec<(Vec<u8>, u64, Vec<LockKey>)>,
-    /// (xid, commit sequence or 0 for a rollback) of resolved prepares.
-    resolved: Vec<(Vec<u8>, u64)>,
-    /// Highest sequence the group gives out.
-    next_seq: u64,
-}
-
-/// Inserts a durable group's ops into the memtables; returns the column
-/// families touched. A commit's ops come per column family in key order: in
-/// runs of up to WARM_RUN of one family, the memtable first loads what their
-/// inserts will visit (several cache misses at once), then inserts them. (The
-/// memtable cannot be rotated meanwhile: that takes the write lock, which the
-/// leader holds.)
-fn insert_into_memtables(
-    accepted: &mut [(usize, u64, CfOps)],
-    logged: &HashMap<usize, wal::WalLoc>,
-) -> Vec<Arc<CfInner>> {
-    let mut touched: Vec<Arc<CfInner>> = Vec::new();
-    let mut run: Vec<Op> = Vec::with_capacity(WARM_RUN);
-    for (_, seq, ops) in accepted.iter_mut() {
-        let mut it = ops.drain(..).peekable();
-        while let Some((cf, op, _)) = it.next() {
-            let mem = cf.sv.read().mem.clone();
-            run.push(op);
-            while run.len() < WARM_RUN {
-                match it.next_if(|(c, _, _)| Arc::ptr_eq(c, &cf)) {
-                    Some((_, op, _)) => run.push(op),
-                    None => break,
-                }
-            }
-            if run.len() > 1 {
-                mem.warm_inserts(run.iter().map(|o| o.key.as_slice()), *seq);
-            }
-            for op in run.drain(..) {
-                // The value's buffer is shared with the write set (no copy).
-                let loc = if logged.is_empty() {
-                    None
-                } else {
-                    logged.get(&(op.value.as_ptr() as usize)).copied()
-                };
-                mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc, loc);
-            }
-            if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
-                touched.push(cf);
-            }
-        }
-    }
-    touched
 }
 
 /// The files a spilled commit has written so far: (cf, meta, table) and

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 impl DbInner {
     pub(crate) fn metrics(&self) -> Metrics {
         let mut m = Metrics::counters();
-        m.wal_syncs = self.wal_syncs.load(Ordering::Relaxed);
+        m.wal_syncs = self.commit.wal_sync_count();
         m.block_cache_bytes = self.cache.bytes() as u64;
         m.table_block_reads = self.cache.table_block_reads.load(Ordering::Relaxed);
         m.table_disk_reads = self.cache.table_disk_reads.load(Ordering::Relaxed);

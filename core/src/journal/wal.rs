@@ -459,6 +459,30 @@ impl WalWriter {
             .sync_data()
             .map_err(|e| Error::io(format!("fsync WAL {}", self.path.display()), e))
     }
+
+    /// A handle that fsyncs this segment without the writer, so a commit
+    /// group's fsync can run while the next group is appended.
+    pub(crate) fn sync_handle(&self) -> SegmentSync {
+        SegmentSync {
+            file: self.file.clone(),
+            path: self.path.clone(),
+        }
+    }
+}
+
+/// Fsyncs one WAL segment (see [`WalWriter::sync_handle`]).
+#[derive(Clone)]
+pub(crate) struct SegmentSync {
+    file: Arc<File>,
+    path: PathBuf,
+}
+
+impl SegmentSync {
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("fsync WAL {}", self.path.display()), e))
+    }
 }
 
 /// Reads every complete record of one segment, calling `f(payload, offset)`.

@@ -13,7 +13,8 @@
 //! `DbInner::commit_spilled` and docs/design.md, "Large write sets").
 
 use crate::bytes::SharedBytes;
-use crate::db::database::{DbInner, ReqKind};
+use crate::db::commit::ReqKind;
+use crate::db::database::DbInner;
 use crate::error::{Error, Result};
 use crate::iter::{MergeIter, Source};
 use crate::journal::batch::Op;
@@ -908,7 +909,7 @@ impl Txn {
             self.db
                 .locks
                 .lock_key(self.id, cfid, &self.lock_buf, mode, timeout, &self.cancel)?;
-        let at = self.db.visible_seq.load(Ordering::Acquire) & !LOCK_X;
+        let at = self.db.commit.visible_seq() & !LOCK_X;
         let v = match mode {
             LockMode::Exclusive => at | LOCK_X,
             LockMode::Shared => at,
@@ -947,7 +948,7 @@ impl Txn {
         } else {
             LockMode::Shared
         };
-        let at = self.db.visible_seq.load(Ordering::Acquire) & !LOCK_X;
+        let at = self.db.commit.visible_seq() & !LOCK_X;
         let Some(c) = self.cf_locks.get_mut(&cf) else {
             return;
         };
@@ -991,7 +992,7 @@ impl Txn {
         if let Some(own) = self.own_write(cf, key)? {
             return Ok(own);
         }
-        let latest = self.db.visible_seq.load(Ordering::Acquire);
+        let latest = self.db.commit.visible_seq();
         self.db.get_at(&cf.inner, key, latest)
     }
 
@@ -1134,7 +1135,7 @@ impl GapLocker {
     /// Sequence of the latest visible commit (compare with
     /// [`TxnIter::read_seq`]: equal means a position read is still current).
     pub fn latest_seq(&self) -> u64 {
-        self.db.visible_seq.load(Ordering::Acquire)
+        self.db.commit.visible_seq()
     }
 }
 
