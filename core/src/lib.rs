@@ -21,6 +21,7 @@ mod crypto;
 mod error;
 mod fsutil;
 mod fxhash;
+mod io;
 mod iter;
 mod key;
 mod metrics;
@@ -49,6 +50,7 @@ pub use crypto::{KeyProvider, Keyring};
 pub use db::checkpoint::{read_checkpoint_info, CheckpointInfo, CHECKPOINT_FILE};
 pub use db::database::{Db, DeferredPut, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
+pub use io::faults;
 pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
