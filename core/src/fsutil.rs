@@ -8,8 +8,7 @@ use std::path::Path;
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     let f = crate::io::open_read(dir)
         .map_err(|e| Error::io(format!("open dir {}", dir.display()), e))?;
-    crate::io::sync_all(&f, dir)
-        .map_err(|e| Error::io(format!("fsync dir {}", dir.display()), e))
+    crate::io::sync_all(&f, dir).map_err(|e| Error::io(format!("fsync dir {}", dir.display()), e))
 }
 
 /// Writes `data` to `dir/name` atomically: temp file, fsync, rename, fsync dir.

@@ -261,9 +261,13 @@ fn place(p: &Piece, tmp: &Path) -> Result<u64> {
 
 /// Copies the first `len` bytes of `src` into a new file `dst` (0660), fsynced.
 fn copy_prefix(src: &Path, dst: &Path, len: u64) -> Result<u64> {
-    let mut from = crate::io::open_read(src).map_err(|e| Error::io(format!("open {}", src.display()), e))?;
-    let to = crate::io::open(OpenOptions::new().write(true).create_new(true).mode(0o660), dst)
-        .map_err(|e| Error::io(format!("create {}", dst.display()), e))?;
+    let mut from =
+        crate::io::open_read(src).map_err(|e| Error::io(format!("open {}", src.display()), e))?;
+    let to = crate::io::open(
+        OpenOptions::new().write(true).create_new(true).mode(0o660),
+        dst,
+    )
+    .map_err(|e| Error::io(format!("create {}", dst.display()), e))?;
     let mut to = crate::io::Writer::new(to, dst);
     let copied = std::io::copy(&mut (&mut from).take(len), &mut to)
         .map_err(|e| Error::io(format!("copy {} -> {}", src.display(), dst.display()), e))?;
@@ -281,8 +285,11 @@ fn copy_prefix(src: &Path, dst: &Path, len: u64) -> Result<u64> {
 }
 
 fn write_new(path: &Path, data: &[u8]) -> Result<()> {
-    let f = crate::io::open(OpenOptions::new().write(true).create_new(true).mode(0o660), path)
-        .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
+    let f = crate::io::open(
+        OpenOptions::new().write(true).create_new(true).mode(0o660),
+        path,
+    )
+    .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
     crate::io::write_all_at(&f, data, 0, path)
         .and_then(|()| crate::io::sync_all(&f, path))
         .map_err(|e| Error::io(format!("write {}", path.display()), e))?;

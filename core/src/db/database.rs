@@ -645,9 +645,9 @@ fn recover_manifest(
             // A manifest alone is an unfinished creation (a crash, or a
             // failed write, before CURRENT first named it: the WAL comes
             // after): nothing in it to lose.
-            let has_data = names
-                .iter()
-                .any(|n| sst::parse_table_name(n).is_some() || wal::parse_segment_name(n).is_some());
+            let has_data = names.iter().any(|n| {
+                sst::parse_table_name(n).is_some() || wal::parse_segment_name(n).is_some()
+            });
             if has_data && names.iter().any(|n| n.starts_with("MANIFEST-"))
                 || names.iter().any(|n| sst::parse_table_name(n).is_some())
             {

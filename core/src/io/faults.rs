@@ -220,7 +220,11 @@ fn check_armed(op: Op, path: &Path, site: &'static Location<'static>) -> Option<
     if s.fired || plan.op != op {
         return None;
     }
-    if plan.site.as_ref().is_some_and(|want| *want != site_name(site)) {
+    if plan
+        .site
+        .as_ref()
+        .is_some_and(|want| *want != site_name(site))
+    {
         return None;
     }
     let (nth, fault) = (plan.nth, plan.fault);

@@ -435,9 +435,13 @@ impl WalWriter {
         if self.torn {
             return Err(Error::Poisoned);
         }
-        if let Err(e) =
-            crate::io::write_pieces_at(&self.file, &frames.pieces(), self.size, &self.path, pwrite_all)
-        {
+        if let Err(e) = crate::io::write_pieces_at(
+            &self.file,
+            &frames.pieces(),
+            self.size,
+            &self.path,
+            pwrite_all,
+        ) {
             self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }

@@ -602,8 +602,11 @@ impl TableBuilder {
         bloom_bits: u32,
         cipher: Option<FileCipher>,
     ) -> Result<TableBuilder> {
-        let f = crate::io::open(std::fs::OpenOptions::new().write(true).create_new(true), &path)
-            .map_err(|e| Error::io(format!("create table {}", path.display()), e))?;
+        let f = crate::io::open(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            &path,
+        )
+        .map_err(|e| Error::io(format!("create table {}", path.display()), e))?;
         let f = crate::io::Writer::new(f, &path);
         Ok(TableBuilder {
             path,

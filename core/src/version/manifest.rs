@@ -787,8 +787,11 @@ impl ManifestWriter {
         let path = dir.join(manifest_name(number));
         let mut files = Vec::new();
         for p in [path.clone(), copy_path(&path)] {
-            let file = crate::io::open(OpenOptions::new().create(true).truncate(true).write(true), &p)
-                .map_err(|e| Error::io(format!("create {}", p.display()), e));
+            let file = crate::io::open(
+                OpenOptions::new().create(true).truncate(true).write(true),
+                &p,
+            )
+            .map_err(|e| Error::io(format!("create {}", p.display()), e));
             match file {
                 Ok(f) => files.push(f),
                 Err(e) => {

@@ -143,8 +143,11 @@ impl VlogWriter {
         cipher: Option<FileCipher>,
     ) -> Result<VlogWriter> {
         let path = vlog_path(dir, no);
-        let f = crate::io::open(std::fs::OpenOptions::new().write(true).create_new(true), &path)
-            .map_err(|e| Error::io(format!("create value log {}", path.display()), e))?;
+        let f = crate::io::open(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            &path,
+        )
+        .map_err(|e| Error::io(format!("create value log {}", path.display()), e))?;
         let f = crate::io::Writer::new(f, &path);
         let mut w = VlogWriter {
             no,
