@@ -2,7 +2,8 @@
 //! The model test under injected I/O faults (`tidesdb_core::faults`).
 //!
 //! A seeded workload (commits small and spilled, 2PC prepare + commit,
-//! flush, compaction, value-log GC, checkpoint, close + reopen) runs against
+//! flush, compaction, value-log GC, checkpoint, create/rename/drop of a
+//! column family, close + reopen) runs against
 //! a BTreeMap of what was acknowledged, with one fault armed: at every call
 //! site the fault-free workload reaches in turn (first and last call there),
 //! each fault that applies (EIO, ENOSPC, short write, torn write = crash).
@@ -44,6 +45,11 @@ type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 type Writes = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 const STEPS: usize = 40;
+
+/// The first steps of every workload: a commit, a spilled commit, a
+/// prepare, a spilled prepare, a flush, a commit, compaction + GC, DDL, a
+/// checkpoint, a reopen (see `workload`'s match).
+const SCRIPT: [u32; 10] = [0, 55, 60, 63, 65, 1, 77, 91, 87, 94];
 
 static PANICS: AtomicUsize = AtomicUsize::new(0);
 static CURRENT: Mutex<String> = Mutex::new(String::new());
@@ -143,7 +149,12 @@ fn workload(root: &Path, seed: u64, model: &mut Map) -> std::result::Result<(Db,
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut db, mut cf) = open(root).map_err(|e| stop(e, "open".into(), None, None))?;
     for step in 0..STEPS {
-        let r = rng.gen_range(0..100);
+        // Each kind of step once first (so every seed reaches every kind's
+        // file operations), then at random.
+        let r = match SCRIPT.get(step) {
+            Some(&r) => r,
+            None => rng.gen_range(0..100),
+        };
         macro_rules! fail {
             ($e:expr, $what:expr, $doubt:expr) => {
                 return Err(stop(
@@ -156,7 +167,8 @@ fn workload(root: &Path, seed: u64, model: &mut Map) -> std::result::Result<(Db,
         }
         match r {
             0..=49 | 55..=64 => {
-                let (n, max) = if r >= 55 && r <= 59 {
+                // 55..=59 and 63..=64: write sets that spill to files.
+                let (n, max) = if (55..=59).contains(&r) || (63..=64).contains(&r) {
                     (60, 120)
                 } else {
                     (rng.gen_range(1..5), 80)
@@ -217,6 +229,17 @@ fn workload(root: &Path, seed: u64, model: &mut Map) -> std::result::Result<(Db,
                 let dest = root.join(format!("ckpt{step}"));
                 if let Err(e) = db.checkpoint(&dest, "") {
                     fail!(e, "checkpoint", None);
+                }
+            }
+            91..=93 => {
+                // DDL: manifest edits of a family beside the model's.
+                let (x, y) = (format!("x{step}"), format!("y{step}"));
+                let r = db
+                    .create_cf(&x, cf_opts())
+                    .and_then(|_| db.rename_cf(&x, &y))
+                    .and_then(|()| db.drop_cf(&y));
+                if let Err(e) = r {
+                    fail!(e, "create/rename/drop family", None);
                 }
             }
             _ => {
