@@ -123,13 +123,13 @@ struct Stop {
     db: Option<(Db, Cf)>,
 }
 
-fn stop(err: Error, what: String, in_doubt: Option<Writes>, db: Option<(Db, Cf)>) -> Stop {
-    Stop {
+fn stop(err: Error, what: String, in_doubt: Option<Writes>, db: Option<(Db, Cf)>) -> Box<Stop> {
+    Box::new(Stop {
         err,
         what,
         in_doubt,
         db,
-    }
+    })
 }
 
 fn key(rng: &mut StdRng) -> Vec<u8> {
@@ -145,7 +145,7 @@ fn value(rng: &mut StdRng, step: usize, max: usize) -> Vec<u8> {
 
 /// Runs the workload; `model` holds every acknowledged commit. Returns the
 /// open database when it completes.
-fn workload(root: &Path, seed: u64, model: &mut Map) -> std::result::Result<(Db, Cf), Stop> {
+fn workload(root: &Path, seed: u64, model: &mut Map) -> std::result::Result<(Db, Cf), Box<Stop>> {
     let mut rng = StdRng::seed_from_u64(seed);
     let (mut db, mut cf) = open(root).map_err(|e| stop(e, "open".into(), None, None))?;
     for step in 0..STEPS {
