@@ -52,6 +52,8 @@ const STEPS: usize = 40;
 const SCRIPT: [u32; 10] = [0, 55, 60, 63, 65, 1, 77, 91, 87, 94];
 
 static PANICS: AtomicUsize = AtomicUsize::new(0);
+/// Runs whose commit failed on the WAL fsync (the poisoning was checked).
+static POISON_CHECKS: AtomicUsize = AtomicUsize::new(0);
 static CURRENT: Mutex<String> = Mutex::new(String::new());
 
 /// Counts panics on any thread (a background thread's panic would
@@ -296,6 +298,7 @@ fn run_with(seed: u64, plan: Option<Plan>) -> bool {
                 let wal_sync = matches!(&s.err, Error::Io { context, .. }
                     if context.contains("fsync WAL"));
                 if wal_sync && s.in_doubt.is_some() {
+                    POISON_CHECKS.fetch_add(1, Ordering::SeqCst);
                     let mut t = db.begin(Isolation::RepeatableRead);
                     let again = t.put(&cf, b"after", b"x").and_then(|()| t.commit());
                     assert!(
@@ -429,7 +432,11 @@ fn faults_at_every_call_site() {
             }
         }
     }
-    eprintln!("fault model: {runs} runs, {hit} reached their fault");
+    let poison = POISON_CHECKS.load(Ordering::SeqCst);
+    eprintln!(
+        "fault model: {runs} runs, {hit} reached their fault, {poison} failed a commit's WAL fsync"
+    );
+    assert!(poison > 0, "no run failed a commit on its WAL fsync");
     assert!(
         hit * 2 > runs,
         "only {hit} of {runs} runs reached their fault"
