@@ -193,3 +193,11 @@ test-stress-crash: plugin
 # intact table (scripts/test-force-recovery.py; ports 3414-3415; ~1 min).
 test-force-recovery: plugin
 	python3 scripts/test-force-recovery.py
+
+# The fault model test's long variant (core/tests/fault_model.rs): three seeds,
+# every call site at its first and last call, the Nth operation of each kind up
+# to FAULT_MODEL_ITERATIONS (default 30). Not in `make test` (tens of minutes).
+FAULT_MODEL_ITERATIONS ?= 30
+.PHONY: test-faults-long
+test-faults-long:
+	FAULT_MODEL_ITERATIONS=$(FAULT_MODEL_ITERATIONS) $(CARGO) test --release -p tidesdb-core --test fault_model -- --test-threads=1

@@ -2,28 +2,34 @@
 
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
+#[track_caller]
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let f = File::open(dir).map_err(|e| Error::io(format!("open dir {}", dir.display()), e))?;
-    f.sync_all()
-        .map_err(|e| Error::io(format!("fsync dir {}", dir.display()), e))
+    let f = crate::io::open_read(dir)
+        .map_err(|e| Error::io(format!("open dir {}", dir.display()), e))?;
+    crate::io::sync_all(&f, dir).map_err(|e| Error::io(format!("fsync dir {}", dir.display()), e))
 }
 
 /// Writes `data` to `dir/name` atomically: temp file, fsync, rename, fsync dir.
+#[track_caller]
 pub(crate) fn atomic_write(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let dst = dir.join(name);
     {
-        let mut f =
-            File::create(&tmp).map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
-        f.write_all(data)
+        let create = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .clone();
+        let f = crate::io::open(&create, &tmp)
+            .map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
+        crate::io::write_all_at(&f, data, 0, &tmp)
             .map_err(|e| Error::io(format!("write {}", tmp.display()), e))?;
-        f.sync_all()
+        crate::io::sync_all(&f, &tmp)
             .map_err(|e| Error::io(format!("fsync {}", tmp.display()), e))?;
     }
-    std::fs::rename(&tmp, &dst)
+    crate::io::rename(&tmp, &dst)
         .map_err(|e| Error::io(format!("rename {} -> {}", tmp.display(), dst.display()), e))?;
     sync_dir(dir)
 }
@@ -153,6 +159,7 @@ pub(crate) struct DirectIo {
 /// Reads exactly `len` bytes at `off`: with `O_DIRECT` through `direct` when
 /// given and still enabled (one aligned `pread`), else with one buffered
 /// `pread` on `file`. Returns a buffer and the range of the bytes in it.
+#[track_caller]
 pub(crate) fn read_at_range(
     file: &File,
     direct: Option<(&File, &DirectIo)>,
@@ -161,6 +168,7 @@ pub(crate) fn read_at_range(
     path: &Path,
 ) -> Result<(Vec<u8>, std::ops::Range<usize>)> {
     use std::sync::atomic::Ordering;
+    crate::io::before_read(path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
     if let Some((df, dio)) = direct {
         if dio.enabled.load(Ordering::Relaxed) {
             match pread_direct(df, off, len) {
@@ -207,6 +215,7 @@ pub(crate) const DISK_READ: std::time::Duration = std::time::Duration::from_micr
 /// are not all in the page cache; the rest is then read as usual. Where the
 /// file system refuses `RWF_NOWAIT`, a read taking `slow` or more counts as
 /// one that waited.
+#[track_caller]
 pub(crate) fn read_at_noting_disk(
     file: &File,
     off: u64,
@@ -215,6 +224,7 @@ pub(crate) fn read_at_noting_disk(
     slow: std::time::Duration,
 ) -> Result<(Vec<u8>, bool)> {
     use std::os::unix::io::AsRawFd;
+    crate::io::before_read(path).map_err(|e| Error::io(format!("read {}", path.display()), e))?;
     let mut buf: Vec<u8> = Vec::with_capacity(len);
     let start = std::time::Instant::now();
     let mut nowait_ok = true;
@@ -241,6 +251,7 @@ pub(crate) fn read_at_noting_disk(
 }
 
 /// As [`read_at_range`], the bytes in a vector of their own.
+#[track_caller]
 pub(crate) fn read_at(
     file: &File,
     direct: Option<(&File, &DirectIo)>,

@@ -21,6 +21,7 @@ mod crypto;
 mod error;
 mod fsutil;
 mod fxhash;
+mod io;
 mod iter;
 mod key;
 mod metrics;
@@ -52,6 +53,7 @@ pub use db::commit::DeferredPut;
 pub use db::database::{Db, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use export::{ExportItem, ExportReader, ExportSummary, ExportWriter};
+pub use io::faults;
 pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,

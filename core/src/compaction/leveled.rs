@@ -465,9 +465,14 @@ impl DbInner {
         }
         edit.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
         let discard = |outputs: &[Arc<FileHandle>], vd: &VlogDelta| {
+            // Poisoned: a failed manifest fsync may have left the edit
+            // naming the outputs on disk; the next open removes strays.
+            if self.is_poisoned() {
+                return;
+            }
             if !job.trivial_move {
                 for f in outputs {
-                    let _ = std::fs::remove_file(&f.table.path);
+                    let _ = crate::io::remove_file(&f.table.path);
                 }
             }
             if let Some((vf, _)) = &vd.new_file {
@@ -524,7 +529,7 @@ impl DbInner {
         }
         if !job.trivial_move {
             for f in &job.inputs {
-                let _ = std::fs::remove_file(&f.table.path);
+                let _ = crate::io::remove_file(&f.table.path);
                 self.cache.evict_file(f.meta.file_no);
             }
         }
@@ -684,7 +689,7 @@ impl DbInner {
                 } else {
                     let p = b.path().to_path_buf();
                     drop(b);
-                    let _ = std::fs::remove_file(p);
+                    let _ = crate::io::remove_file(p);
                 }
             }
             Ok(())
@@ -693,10 +698,10 @@ impl DbInner {
             if let Some((_, b)) = builder.take() {
                 let p = b.path().to_path_buf();
                 drop(b);
-                let _ = std::fs::remove_file(p);
+                let _ = crate::io::remove_file(p);
             }
             for f in &outputs {
-                let _ = std::fs::remove_file(&f.table.path);
+                let _ = crate::io::remove_file(&f.table.path);
             }
             vo.abort();
             return Err(e);
@@ -705,7 +710,7 @@ impl DbInner {
             Ok(v) => v,
             Err(e) => {
                 for f in &outputs {
-                    let _ = std::fs::remove_file(&f.table.path);
+                    let _ = crate::io::remove_file(&f.table.path);
                 }
                 return Err(e);
             }

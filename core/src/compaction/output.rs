@@ -51,7 +51,7 @@ pub(crate) fn finish_vlog(
             ) {
                 Ok(f) => Ok(Some((Arc::new(f), size))),
                 Err(e) => {
-                    let _ = std::fs::remove_file(crate::vlog::file::vlog_path(dir, no));
+                    let _ = crate::io::remove_file(crate::vlog::file::vlog_path(dir, no));
                     Err(e)
                 }
             }
@@ -69,11 +69,11 @@ pub(crate) fn finish_table(
     let path = b.path().to_path_buf();
     // A file that cannot be finished (no space, ...) must not stay behind.
     let (size, props) = b.finish().inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
+        let _ = crate::io::remove_file(&path);
     })?;
     crate::metrics::TABLE_BYTES.add(size);
     let t = Table::open_with(path.clone(), no, cache.clone(), dio, keys).inspect_err(|_| {
-        let _ = std::fs::remove_file(&path);
+        let _ = crate::io::remove_file(&path);
     })?;
     let fm = FileMeta {
         file_no: no,

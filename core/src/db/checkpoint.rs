@@ -38,8 +38,8 @@ use crate::journal::wal;
 use crate::table::sst;
 use crate::version::manifest::{self, ManifestWriter};
 use crate::Db;
-use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::{DirBuilder, OpenOptions};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -125,30 +125,28 @@ impl DbInner {
                 tmp.display()
             )));
         }
-        DirBuilder::new()
-            .mode(0o700)
-            .create(&tmp)
+        crate::io::create_dir(DirBuilder::new().mode(0o700), &tmp)
             .map_err(|e| Error::io(format!("create {}", tmp.display()), e))?;
         // The umask may only narrow it; 0700 whatever it is.
         if let Err(e) = set_mode(&tmp, 0o700) {
-            let _ = std::fs::remove_dir_all(&tmp);
+            let _ = crate::io::remove_dir_all(&tmp);
             return Err(e);
         }
         match self.write_checkpoint(&tmp, note) {
             Ok(info) => {
-                let done = std::fs::rename(&tmp, dest)
+                let done = crate::io::rename(&tmp, dest)
                     .map_err(|e| {
                         Error::io(format!("rename {} -> {}", tmp.display(), dest.display()), e)
                     })
                     .and_then(|()| crate::fsutil::sync_dir(parent));
                 if let Err(e) = done {
-                    let _ = std::fs::remove_dir_all(&tmp);
+                    let _ = crate::io::remove_dir_all(&tmp);
                     return Err(e);
                 }
                 Ok(info)
             }
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&tmp);
+                let _ = crate::io::remove_dir_all(&tmp);
                 Err(e)
             }
         }
@@ -243,7 +241,7 @@ fn place(p: &Piece, tmp: &Path) -> Result<u64> {
     if let Some(len) = p.copy_len {
         return copy_prefix(&p.src, &dst, len);
     }
-    match std::fs::hard_link(&p.src, &dst) {
+    match crate::io::hard_link(&p.src, &dst) {
         Ok(()) => std::fs::metadata(&dst)
             .map(|m| m.len())
             .map_err(|e| Error::io(format!("stat {}", dst.display()), e)),
@@ -263,13 +261,14 @@ fn place(p: &Piece, tmp: &Path) -> Result<u64> {
 
 /// Copies the first `len` bytes of `src` into a new file `dst` (0660), fsynced.
 fn copy_prefix(src: &Path, dst: &Path, len: u64) -> Result<u64> {
-    let mut from = File::open(src).map_err(|e| Error::io(format!("open {}", src.display()), e))?;
-    let mut to = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o660)
-        .open(dst)
-        .map_err(|e| Error::io(format!("create {}", dst.display()), e))?;
+    let mut from =
+        crate::io::open_read(src).map_err(|e| Error::io(format!("open {}", src.display()), e))?;
+    let to = crate::io::open(
+        OpenOptions::new().write(true).create_new(true).mode(0o660),
+        dst,
+    )
+    .map_err(|e| Error::io(format!("create {}", dst.display()), e))?;
+    let mut to = crate::io::Writer::new(to, dst);
     let copied = std::io::copy(&mut (&mut from).take(len), &mut to)
         .map_err(|e| Error::io(format!("copy {} -> {}", src.display(), dst.display()), e))?;
     if copied != len {
@@ -286,14 +285,13 @@ fn copy_prefix(src: &Path, dst: &Path, len: u64) -> Result<u64> {
 }
 
 fn write_new(path: &Path, data: &[u8]) -> Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o660)
-        .open(path)
-        .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
-    f.write_all(data)
-        .and_then(|()| f.sync_all())
+    let f = crate::io::open(
+        OpenOptions::new().write(true).create_new(true).mode(0o660),
+        path,
+    )
+    .map_err(|e| Error::io(format!("create {}", path.display()), e))?;
+    crate::io::write_all_at(&f, data, 0, path)
+        .and_then(|()| crate::io::sync_all(&f, path))
         .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
     set_mode(path, 0o660)
 }

@@ -590,9 +590,14 @@ fn recover_manifest(
     Ok(match loaded {
         Some((s, n)) => (s, Some(n)),
         None => {
-            if names
-                .iter()
-                .any(|n| n.starts_with("MANIFEST-") || sst::parse_table_name(n).is_some())
+            // A manifest alone is an unfinished creation (a crash, or a
+            // failed write, before CURRENT first named it: the WAL comes
+            // after): nothing in it to lose.
+            let has_data = names.iter().any(|n| {
+                sst::parse_table_name(n).is_some() || wal::parse_segment_name(n).is_some()
+            });
+            if has_data && names.iter().any(|n| n.starts_with("MANIFEST-"))
+                || names.iter().any(|n| sst::parse_table_name(n).is_some())
             {
                 return Err(Error::corruption(
                     dir.join("CURRENT"),
@@ -887,7 +892,7 @@ fn remove_obsolete_files(dir: &Path, names: &[String], state: &State, mnum: u64)
             n.ends_with(".tmp")
         };
         if remove {
-            let _ = std::fs::remove_file(dir.join(n));
+            let _ = crate::io::remove_file(dir.join(n));
         }
     }
 }
@@ -1307,7 +1312,7 @@ impl DbInner {
         // Reclaim space now: unlinked files stay readable through open descriptors.
         let sv = cf.current();
         for f in sv.levels.all() {
-            let _ = std::fs::remove_file(&f.table.path);
+            let _ = crate::io::remove_file(&f.table.path);
             self.cache.evict_file(f.meta.file_no);
         }
         // Value log files go when the last reader of the old version does.
@@ -1486,7 +1491,10 @@ impl DbInner {
             return Err(e);
         }
         if let Err(e) = self.install_spilled(&parts, &out, seq, extra) {
-            out.remove(&self.dir);
+            // Poisoned: the edit may be on disk (see `flush_one`'s discard).
+            if !self.is_poisoned() {
+                out.remove(&self.dir);
+            }
             return Err(e);
         }
         self.commit.publish_settled(&mut w, seq);
@@ -1564,7 +1572,7 @@ impl DbInner {
                 if let Some((_, tb)) = b.take() {
                     let p = tb.path().to_path_buf();
                     drop(tb);
-                    let _ = std::fs::remove_file(p);
+                    let _ = crate::io::remove_file(p);
                 }
                 return Err(e);
             }
@@ -1788,7 +1796,7 @@ impl DbInner {
                 it.status()?;
                 if b.num_entries() == 0 {
                     drop(b);
-                    let _ = std::fs::remove_file(&path);
+                    let _ = crate::io::remove_file(&path);
                     cur = None;
                     continue;
                 }
@@ -1801,10 +1809,10 @@ impl DbInner {
         })();
         let cleanup = |files: &[(u64, Arc<Table>)], cur: &Option<PathBuf>| {
             for (_, t) in files {
-                let _ = std::fs::remove_file(&t.path);
+                let _ = crate::io::remove_file(&t.path);
             }
             if let Some(p) = cur {
-                let _ = std::fs::remove_file(p);
+                let _ = crate::io::remove_file(p);
             }
         };
         if let Err(e) = r {
@@ -1819,7 +1827,10 @@ impl DbInner {
                 files: files.iter().map(|(cf, t)| (*cf, t.file_no)).collect(),
             };
             if let Err(e) = self.apply_manifest(mw, st, &[op]) {
-                cleanup(&files, &None);
+                // Poisoned: the edit may be on disk (see `flush_one`'s discard).
+                if !self.is_poisoned() {
+                    cleanup(&files, &None);
+                }
                 return Err(e);
             }
         }
@@ -1900,7 +1911,7 @@ impl DbInner {
                 }
                 drop(p);
                 for (_, t) in &spill {
-                    let _ = std::fs::remove_file(&t.path);
+                    let _ = crate::io::remove_file(&t.path);
                     self.cache.evict_file(t.file_no);
                 }
                 Ok(())
@@ -2061,8 +2072,13 @@ impl DbInner {
             let mut m = self.manifest.lock();
             let (w, st) = &mut *m;
             let discard = |built: &Option<(FileMeta, Arc<Table>, Vec<FlushVlog>)>| {
+                // A failed manifest fsync (poisoned) may have left the edit naming these fi
+                // es on disk: they stay; the next open removes what the manifest does not name.
+                if self.is_poisoned() {
+                    return;
+                }
                 if let Some((fm, _, vlogs)) = built {
-                    let _ = std::fs::remove_file(sst::table_path(&self.dir, fm.file_no));
+                    let _ = crate::io::remove_file(sst::table_path(&self.dir, fm.file_no));
                     for v in vlogs {
                         v.file.mark_obsolete();
                     }
@@ -2148,7 +2164,7 @@ impl DbInner {
         let mut keep = Vec::new();
         for (n, max) in segs.drain(..) {
             if max < min_unflushed && !pinned.contains(&n) {
-                let _ = std::fs::remove_file(wal::segment_path(&self.dir, n));
+                let _ = crate::io::remove_file(wal::segment_path(&self.dir, n));
             } else {
                 keep.push((n, max));
             }
@@ -2341,7 +2357,7 @@ impl SpilledTables {
     /// Deletes them (the commit failed before its manifest edit).
     fn remove(&self, dir: &Path) {
         for (_, fm, _) in &self.tables {
-            let _ = std::fs::remove_file(sst::table_path(dir, fm.file_no));
+            let _ = crate::io::remove_file(sst::table_path(dir, fm.file_no));
         }
         for (_, (vf, _)) in &self.vlogs {
             vf.mark_obsolete();
@@ -2531,7 +2547,7 @@ pub(crate) fn build_table(
         drop(b);
         vo.abort();
         drop_adopted(&adopted);
-        let _ = std::fs::remove_file(&path);
+        let _ = crate::io::remove_file(&path);
         return Err(e);
     }
     let written = match finish_vlog(vo, dir, dio, keys) {
@@ -2539,7 +2555,7 @@ pub(crate) fn build_table(
         Err(e) => {
             drop(b);
             drop_adopted(&adopted);
-            let _ = std::fs::remove_file(&path);
+            let _ = crate::io::remove_file(&path);
             return Err(e);
         }
     };

@@ -153,7 +153,7 @@ impl ExportWriter {
             .out
             .into_inner()
             .map_err(|e| Error::io(format!("write {}", self.path.display()), e.into_error()))?;
-        file.sync_all()
+        crate::io::sync_all(&file, &self.path)
             .map_err(|e| Error::io(format!("fsync {}", self.path.display()), e))?;
         Ok(ExportSummary {
             entries: self.entries,

@@ -48,7 +48,6 @@ use crate::coding::{crc32, u32_at};
 use crate::crypto::{FileCipher, Keyring, HEADER_LEN};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -311,28 +310,23 @@ impl WalWriter {
         number: u64,
         cipher: Option<FileCipher>,
     ) -> Result<WalWriter> {
-        use std::os::unix::fs::FileExt;
         let path = segment_path(dir, number);
-        let file = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .open(&path)
+        let file = crate::io::open(OpenOptions::new().create_new(true).write(true), &path)
             .map_err(|e| Error::io(format!("create WAL {}", path.display()), e))?;
         let mut size = 0;
         if let Some(c) = &cipher {
-            let header = file
-                .write_all_at(&c.header(), 0)
-                .and_then(|_| file.sync_data());
+            let header = crate::io::write_all_at(&file, &c.header(), 0, &path)
+                .and_then(|_| crate::io::sync_data(&file, &path));
             if let Err(e) = header {
                 drop(file);
-                let _ = std::fs::remove_file(&path);
+                let _ = crate::io::remove_file(&path);
                 return Err(Error::io(format!("write WAL {}", path.display()), e));
             }
             size = HEADER_LEN as u64;
         }
         if let Err(e) = crate::fsutil::sync_dir(dir) {
             drop(file);
-            let _ = std::fs::remove_file(&path);
+            let _ = crate::io::remove_file(&path);
             return Err(e);
         }
         Ok(WalWriter {
@@ -353,7 +347,6 @@ impl WalWriter {
     /// like `start_writeback`: a failed write (no space) leaves at most a
     /// shorter zero tail, which replay reads as the end of the log.
     fn prefill_after(&mut self, appended: u64) {
-        use std::os::unix::fs::FileExt;
         if self.size <= self.allocated {
             return;
         }
@@ -364,7 +357,7 @@ impl WalWriter {
         }
         let end = self.size.div_ceil(PREFILL_BYTES) * PREFILL_BYTES;
         let zeros = vec![0u8; (end - self.size) as usize];
-        if self.file.write_all_at(&zeros, self.size).is_ok() {
+        if crate::io::write_all_at(&self.file, &zeros, self.size, &self.path).is_ok() {
             self.allocated = end;
         }
     }
@@ -373,8 +366,7 @@ impl WalWriter {
     /// close): a finished segment ends with its last record.
     pub(crate) fn seal(&mut self) -> Result<()> {
         if self.allocated > self.size {
-            self.file
-                .set_len(self.size)
+            crate::io::set_len(&self.file, self.size, &self.path)
                 .map_err(|e| Error::io(format!("truncate WAL {}", self.path.display()), e))?;
             self.allocated = self.size;
         }
@@ -398,7 +390,6 @@ impl WalWriter {
     /// a whole record and later appends (once there is space) follow it. If
     /// even that fails the writer is `torn` and refuses further appends.
     pub(crate) fn append(&mut self, framed: &[u8]) -> Result<()> {
-        use std::os::unix::fs::FileExt;
         if self.torn {
             return Err(Error::Poisoned);
         }
@@ -412,7 +403,7 @@ impl WalWriter {
             }
             None => framed,
         };
-        if let Err(e) = self.file.write_all_at(framed, self.size) {
+        if let Err(e) = crate::io::write_all_at(&self.file, framed, self.size, &self.path) {
             self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
@@ -425,7 +416,7 @@ impl WalWriter {
     /// After a failed append: the file back to its records (zeros written
     /// ahead go too: the failed write may have left bytes in them).
     fn cut_back(&mut self) {
-        if self.file.set_len(self.size).is_err() {
+        if crate::io::set_len(&self.file, self.size, &self.path).is_err() {
             self.torn = true;
         }
         self.allocated = self.size;
@@ -444,7 +435,13 @@ impl WalWriter {
         if self.torn {
             return Err(Error::Poisoned);
         }
-        if let Err(e) = pwrite_all(&self.file, &frames.pieces(), self.size) {
+        if let Err(e) = crate::io::write_pieces_at(
+            &self.file,
+            &frames.pieces(),
+            self.size,
+            &self.path,
+            pwrite_all,
+        ) {
             self.cut_back();
             return Err(Error::io(format!("write WAL {}", self.path.display()), e));
         }
@@ -455,8 +452,7 @@ impl WalWriter {
     }
 
     pub(crate) fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
+        crate::io::sync_data(&self.file, &self.path)
             .map_err(|e| Error::io(format!("fsync WAL {}", self.path.display()), e))
     }
 
@@ -479,8 +475,7 @@ pub(crate) struct SegmentSync {
 
 impl SegmentSync {
     pub(crate) fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
+        crate::io::sync_data(&self.file, &self.path)
             .map_err(|e| Error::io(format!("fsync WAL {}", self.path.display()), e))
     }
 }
@@ -502,10 +497,10 @@ pub(crate) fn read_segment_with(
     keys: &Keyring,
     mut f: impl FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<u64> {
-    let mut file =
-        File::open(path).map_err(|e| Error::io(format!("open WAL {}", path.display()), e))?;
+    let mut file = crate::io::open_read(path)
+        .map_err(|e| Error::io(format!("open WAL {}", path.display()), e))?;
     let mut data = Vec::new();
-    file.read_to_end(&mut data)
+    crate::io::read_to_end(&mut file, &mut data, path)
         .map_err(|e| Error::io(format!("read WAL {}", path.display()), e))?;
     let total = data.len() as u64;
     let mut pos: usize = 0;

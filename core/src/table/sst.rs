@@ -62,7 +62,6 @@ use crate::table::cache::BlockCache;
 use std::cmp::Ordering;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -576,7 +575,7 @@ impl Props {
 
 pub(crate) struct TableBuilder {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<crate::io::Writer>,
     offset: u64,
     block_size: usize,
     compression: Compression,
@@ -603,11 +602,12 @@ impl TableBuilder {
         bloom_bits: u32,
         cipher: Option<FileCipher>,
     ) -> Result<TableBuilder> {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("create table {}", path.display()), e))?;
+        let f = crate::io::open(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            &path,
+        )
+        .map_err(|e| Error::io(format!("create table {}", path.display()), e))?;
+        let f = crate::io::Writer::new(f, &path);
         Ok(TableBuilder {
             path,
             out: BufWriter::with_capacity(256 << 10, f),
@@ -940,7 +940,7 @@ const CHUNK: u64 = 1 << 20;
 impl ChunkReader {
     fn open(path: &Path) -> Option<ChunkReader> {
         use std::os::fd::AsRawFd;
-        let file = File::open(path).ok()?;
+        let file = crate::io::open_read(path).ok()?;
         // SAFETY: plain syscalls on a descriptor we own.
         unsafe {
             libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
@@ -1012,7 +1012,7 @@ impl Table {
         dio: Option<&Arc<crate::fsutil::DirectIo>>,
         keys: &Keyring,
     ) -> Result<Table> {
-        let file = File::open(&path)
+        let file = crate::io::open_read(&path)
             .map_err(|e| Error::io(format!("open table {}", path.display()), e))?;
         let size = file
             .metadata()
@@ -1027,7 +1027,7 @@ impl Table {
         }
         let mut footer = [0u8; FOOTER];
         let foff = size - FOOTER as u64;
-        file.read_exact_at(&mut footer, foff)
+        crate::io::read_exact_at(&file, &mut footer, foff, &path)
             .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
         let bad = |d: &str| Error::corruption(&path, foff, d.to_string());
         if u64_at(&footer, 56) != Some(MAGIC) {
@@ -1048,7 +1048,7 @@ impl Table {
             Some(2) if foff >= HEADER_LEN as u64 => {
                 let hoff = foff - HEADER_LEN as u64;
                 let mut header = [0u8; HEADER_LEN];
-                file.read_exact_at(&mut header, hoff)
+                crate::io::read_exact_at(&file, &mut header, hoff, &path)
                     .map_err(|e| Error::io(format!("read table {}", path.display()), e))?;
                 (
                     Some(FileCipher::from_header(keys, &header, &path, hoff)?),
@@ -1831,8 +1831,8 @@ mod tests {
             assert!(FileCipher::is_header(&bytes[h..]));
             assert_eq!(u32_at(&bytes, h + 8), Some(1));
             assert_eq!(u32_at(&bytes, h + 12), Some(1));
-            std::fs::remove_file(&plain.path).unwrap();
-            std::fs::remove_file(&enc.path).unwrap();
+            crate::io::remove_file(&plain.path).unwrap();
+            crate::io::remove_file(&enc.path).unwrap();
         }
     }
 

@@ -158,7 +158,7 @@ impl Run {
                 cache: cache.clone(),
             }),
             Err(e) => {
-                let _ = std::fs::remove_file(&path);
+                let _ = crate::io::remove_file(&path);
                 Err(e)
             }
         }
@@ -187,7 +187,7 @@ impl Run {
 
 impl Drop for Run {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.table.path);
+        let _ = crate::io::remove_file(&self.table.path);
         self.cache.evict_file(self.table.file_no);
     }
 }

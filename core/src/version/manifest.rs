@@ -580,8 +580,8 @@ pub(crate) fn copy_path(path: &Path) -> PathBuf {
 }
 
 fn remove_with_copy(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let _ = std::fs::remove_file(copy_path(path));
+    let _ = crate::io::remove_file(path);
+    let _ = crate::io::remove_file(copy_path(path));
 }
 
 /// Reads CURRENT and replays the manifest it names. `Ok(None)` if no CURRENT.
@@ -687,7 +687,7 @@ pub(crate) fn load_salvaging(dir: &Path, notes: &mut Vec<String>) -> Result<Opti
 /// The number of the manifest CURRENT names; `None` if there is no CURRENT.
 fn current_number(dir: &Path) -> Result<Option<u64>> {
     let cur = dir.join("CURRENT");
-    let text = match std::fs::read(&cur) {
+    let text = match crate::io::read(&cur) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read CURRENT", e)),
@@ -764,11 +764,20 @@ impl ManifestWriter {
     /// Creates a new manifest holding a snapshot of `st` and points CURRENT at it.
     pub(crate) fn create(dir: &Path, number: u64, st: &State) -> Result<ManifestWriter> {
         let w = ManifestWriter::create_unnamed(dir, number, st)?;
-        crate::fsutil::atomic_write(
-            dir,
-            "CURRENT",
-            format!("{}\n", manifest_name(number)).as_bytes(),
-        )?;
+        let name = manifest_name(number);
+        if let Err(e) = crate::fsutil::atomic_write(dir, "CURRENT", format!("{name}\n").as_bytes())
+        {
+            // A manifest CURRENT does not name would make the next open
+            // refuse the directory ("CURRENT missing but database files
+            // exist"): it goes, unless the rename happened (only the
+            // directory fsync failed) and CURRENT names it.
+            let cur = crate::io::read(dir.join("CURRENT")).unwrap_or_default();
+            if cur.strip_suffix(b"\n") != Some(name.as_bytes()) {
+                drop(w.files);
+                remove_with_copy(&w.path);
+            }
+            return Err(e);
+        }
         Ok(w)
     }
 
@@ -778,12 +787,11 @@ impl ManifestWriter {
         let path = dir.join(manifest_name(number));
         let mut files = Vec::new();
         for p in [path.clone(), copy_path(&path)] {
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(&p)
-                .map_err(|e| Error::io(format!("create {}", p.display()), e));
+            let file = crate::io::open(
+                OpenOptions::new().create(true).truncate(true).write(true),
+                &p,
+            )
+            .map_err(|e| Error::io(format!("create {}", p.display()), e));
             match file {
                 Ok(f) => files.push(f),
                 Err(e) => {
@@ -812,7 +820,6 @@ impl ManifestWriter {
     /// the caller may go on; a failed fsync, or a cut that fails, makes the
     /// writer `broken`.
     fn append_raw(&mut self, ops: &[EditOp]) -> Result<()> {
-        use std::os::unix::fs::FileExt;
         if self.broken {
             return Err(Error::Poisoned);
         }
@@ -824,15 +831,19 @@ impl ManifestWriter {
         let mut framed = Vec::new();
         crate::journal::wal::frame_record(&mut framed, &encode_edit(ops));
         for file in &self.files {
-            if let Err(e) = file.write_all_at(&framed, self.size) {
-                if self.files.iter().any(|f| f.set_len(self.size).is_err()) {
+            if let Err(e) = crate::io::write_all_at(file, &framed, self.size, &self.path) {
+                if self
+                    .files
+                    .iter()
+                    .any(|f| crate::io::set_len(f, self.size, &self.path).is_err())
+                {
                     self.broken = true;
                 }
                 return Err(Error::io(format!("write {}", self.path.display()), e));
             }
         }
         for file in &self.files {
-            if let Err(e) = file.sync_data() {
+            if let Err(e) = crate::io::sync_data(file, &self.path) {
                 self.broken = true;
                 return Err(Error::io(format!("fsync {}", self.path.display()), e));
             }
@@ -862,7 +873,7 @@ impl ManifestWriter {
             if let Err(e) =
                 crate::fsutil::atomic_write(&self.dir, "CURRENT", format!("{name}\n").as_bytes())
             {
-                let cur = std::fs::read(self.dir.join("CURRENT")).unwrap_or_default();
+                let cur = crate::io::read(self.dir.join("CURRENT")).unwrap_or_default();
                 if cur.strip_suffix(b"\n") == Some(name.as_bytes()) {
                     // Renamed, but the directory fsync failed.
                     nw.broken = true;
@@ -1041,7 +1052,7 @@ mod tests {
         assert_eq!(st2.cfs[&3].name, "y");
         // corrupt the first record: error, not panic
         let p = d.path().join(manifest_name(5));
-        let mut data = std::fs::read(&p).unwrap();
+        let mut data = crate::io::read(&p).unwrap();
         data[10] ^= 0xff;
         std::fs::write(&p, &data).unwrap();
         assert!(load(d.path()).unwrap_err().is_corruption());

@@ -118,7 +118,7 @@ pub(crate) enum VlogFormat {
 pub(crate) struct VlogWriter {
     pub no: u64,
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<crate::io::Writer>,
     offset: u64,
     /// Writeback started up to here (as the WAL does, see
     /// `wal::WRITEBACK_BYTES`: the flush's fsync of a 16 MiB value log then
@@ -143,11 +143,12 @@ impl VlogWriter {
         cipher: Option<FileCipher>,
     ) -> Result<VlogWriter> {
         let path = vlog_path(dir, no);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(format!("create value log {}", path.display()), e))?;
+        let f = crate::io::open(
+            std::fs::OpenOptions::new().write(true).create_new(true),
+            &path,
+        )
+        .map_err(|e| Error::io(format!("create value log {}", path.display()), e))?;
+        let f = crate::io::Writer::new(f, &path);
         let mut w = VlogWriter {
             no,
             path,
@@ -210,7 +211,7 @@ impl VlogWriter {
         let in_file = self.offset - self.out.buffer().len() as u64;
         let n = in_file.saturating_sub(self.written_back);
         if n >= crate::journal::wal::WRITEBACK_BYTES {
-            crate::fsutil::start_writeback(self.out.get_ref(), self.written_back, n);
+            crate::fsutil::start_writeback(self.out.get_ref().file(), self.written_back, n);
             self.written_back = in_file;
         }
         Ok(p)
@@ -232,7 +233,7 @@ impl VlogWriter {
     pub(crate) fn abort(self) {
         let p = self.path.clone();
         drop(self);
-        let _ = std::fs::remove_file(p);
+        let _ = crate::io::remove_file(p);
     }
 }
 
@@ -320,7 +321,7 @@ impl<'a> VlogOut<'a> {
                 match w.finish() {
                     Ok(size) => Ok(Some((no, size))),
                     Err(e) => {
-                        let _ = std::fs::remove_file(vlog_path(self.dir, no));
+                        let _ = crate::io::remove_file(vlog_path(self.dir, no));
                         Err(e)
                     }
                 }
@@ -373,7 +374,7 @@ impl VlogFile {
         keys: &Keyring,
     ) -> Result<VlogFile> {
         let path = vlog_path(dir, no);
-        let file = File::open(&path)
+        let file = crate::io::open_read(&path)
             .map_err(|e| Error::io(format!("open value log {}", path.display()), e))?;
         let size = file
             .metadata()
@@ -381,8 +382,7 @@ impl VlogFile {
             .len();
         let mut header = [0u8; HEADER_LEN];
         let cipher = if size >= HEADER_LEN as u64 {
-            use std::os::unix::fs::FileExt;
-            file.read_exact_at(&mut header, 0)
+            crate::io::read_exact_at(&file, &mut header, 0, &path)
                 .map_err(|e| Error::io(format!("read value log {}", path.display()), e))?;
             match FileCipher::is_header(&header) {
                 true => Some(FileCipher::from_header(keys, &header, &path, 0)?),
@@ -535,7 +535,7 @@ pub(crate) fn adopt_wal_segment(
 ) -> Result<VlogFile> {
     let from = crate::journal::wal::segment_path(dir, segment);
     let to = vlog_path(dir, no);
-    std::fs::hard_link(&from, &to).map_err(|e| {
+    crate::io::hard_link(&from, &to).map_err(|e| {
         Error::io(
             format!("link WAL {} as value log {}", from.display(), to.display()),
             e,
@@ -543,7 +543,7 @@ pub(crate) fn adopt_wal_segment(
     })?;
     let opened = VlogFile::open(dir, no, VlogFormat::WalSegment, dio, keys);
     if opened.is_err() {
-        let _ = std::fs::remove_file(&to);
+        let _ = crate::io::remove_file(&to);
     }
     opened
 }
@@ -551,7 +551,7 @@ pub(crate) fn adopt_wal_segment(
 impl Drop for VlogFile {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = crate::io::remove_file(&self.path);
         }
     }
 }
