@@ -99,6 +99,7 @@
 #include "table_options.h"
 #include "row_codec.h"
 #include "foreign_keys.h"
+#include "online_rebuild.h"
 #include <algorithm>
 
 using namespace tidesdb;
@@ -137,6 +138,8 @@ public:
   /* An online build: the share it published its indexes in (until unpublished). */
   Tidesdb_share *online_share = nullptr;
   bool online = false;
+  /* An online rebuild (online_rebuild.cc): everything else is unused then. */
+  std::unique_ptr<Online_rebuild> rebuild;
   /* A new column definition version (instant ADD / DROP / reorder / NULL): the
      new definition's layout, which the build decodes rows through. */
   bool columns_changed = false;
@@ -339,8 +342,27 @@ static const char *online_refusal(TABLE *from, TABLE *to, Alter_inplace_info *in
   return nullptr;
 }
 
+/* In place without a rebuild where in_place_support says so; otherwise an online
+   rebuild (online_rebuild.cc) where it can: for what must rewrite rows (reported
+   as a rebuild, INPLACE), and for what in place would do only with writes blocked
+   (an ADD UNIQUE: reported NOCOPY, as InnoDB's, and rebuilt only for LOCK=NONE). */
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  m_rebuild_planned = false;
+  enum_alter_inplace_result r = in_place_support(altered_table, ha_alter_info);
+  if (r != HA_ALTER_INPLACE_NOT_SUPPORTED && r != HA_ALTER_INPLACE_NOCOPY_LOCK) return r;
+  if (const char *why = Online_rebuild::refusal(this, table, altered_table, ha_alter_info)) {
+    if (r == HA_ALTER_INPLACE_NOT_SUPPORTED) ha_alter_info->unsupported_reason = why;
+    return r;
+  }
+  m_rebuild_planned = true;
+  m_rebuild_only_if_online = r == HA_ALTER_INPLACE_NOCOPY_LOCK;
+  return m_rebuild_only_if_online ? HA_ALTER_INPLACE_NOCOPY_NO_LOCK
+                                  : HA_ALTER_INPLACE_COPY_NO_LOCK;
+}
+
+enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,
+                                                       Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
   bool versioned = m_layout.versioned();
   alter_table_operations columns = versioned ? INSTANT_COLUMNS : ADD_COLUMN_LAST;
@@ -462,6 +484,10 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     return true;
   }
   ha_alter_info->handler_ctx = ctx;
+  if (m_rebuild_planned && (ha_alter_info->online || !m_rebuild_only_if_online)) {
+    ctx->rebuild.reset(new Online_rebuild());
+    return ctx->rebuild->prepare(this, table, altered_table, ha_alter_info);
+  }
   /* The new definition's secondary indexes, in its key order (the engine index
      numbering of the reopened table). */
   uint new_pk = altered_table->s->primary_key;
@@ -614,6 +640,7 @@ void ha_tidesdb::online_index_ops(const uchar *old_rec, const std::string *old_p
 
 bool ha_tidesdb::inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  if (ctx && ctx->rebuild) return ctx->rebuild->build(this, table, altered_table);
   if (!ctx || ctx->added.empty()) return false;
   return ctx->online ? build_indexes_online(altered_table, ha_alter_info)
                      : build_indexes(altered_table, ha_alter_info);
@@ -849,6 +876,25 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
                                             bool commit) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx) return false;
+  if (ctx->rebuild) {
+    if (!commit) {
+      ctx->rebuild.reset(); /* drops the new table */
+      return false;
+    }
+    close_cursor();
+    if (ctx->rebuild->finish(this, table, altered_table)) return true;
+    ctx->rebuild.reset();
+    if (int st = fk_register_keys(m_name.c_str(), altered_table)) {
+      print_error(fail(st), MYF(0));
+      return true;
+    }
+    if (m_share) {
+      m_share->forget_statistics();
+      std::lock_guard<std::mutex> guard(m_share->count_mutex);
+      m_share->count_stamp = UINT64_MAX;
+    }
+    return false;
+  }
   if (!commit) {
     /* Rollback: the built families were never named; drop them now (an online
        build's are only unpublished, after the descriptor: see above). */
