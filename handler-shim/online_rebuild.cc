@@ -76,7 +76,7 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
       return "TidesDB: the new columns do not match the statement";
     bool new_auto = (g->flags & AUTO_INCREMENT_FLAG) &&
                     !(cf->field && (cf->field->flags & AUTO_INCREMENT_FLAG));
-    if (new_auto) return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying";
+    if (new_auto) return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
     if (!cf->field && (g->default_value || g->unireg_check != Field::NONE))
       return "TidesDB adds a column whose default is an expression by copying the table";
   }
