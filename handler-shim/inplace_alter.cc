@@ -351,8 +351,16 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
   m_rebuild_planned = false;
   enum_alter_inplace_result r = in_place_support(altered_table, ha_alter_info);
   if (r != HA_ALTER_INPLACE_NOT_SUPPORTED && r != HA_ALTER_INPLACE_NOCOPY_LOCK) return r;
+  /* The new engine options would need new column families of their own kind. */
+  if (engine_options_differ(table->s, altered_table->s)) return r;
   if (const char *why = Online_rebuild::refusal(this, table, altered_table, ha_alter_info)) {
-    if (r == HA_ALTER_INPLACE_NOT_SUPPORTED) ha_alter_info->unsupported_reason = why;
+    /* In place refused the kind of change (not a detail of it): say what the
+       rebuild refused. */
+    alter_table_operations in_place = METADATA_ONLY | ADD_INDEX | ALTER_CHANGE_CREATE_OPTION |
+                                      FOREIGN_KEYS |
+                                      (m_layout.versioned() ? INSTANT_COLUMNS : ADD_COLUMN_LAST);
+    if (r == HA_ALTER_INPLACE_NOT_SUPPORTED && (ha_alter_info->handler_flags & ~in_place))
+      ha_alter_info->unsupported_reason = why;
     return r;
   }
   m_rebuild_planned = true;
@@ -484,10 +492,6 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     return true;
   }
   ha_alter_info->handler_ctx = ctx;
-  if (m_rebuild_planned && (ha_alter_info->online || !m_rebuild_only_if_online)) {
-    ctx->rebuild.reset(new Online_rebuild());
-    return ctx->rebuild->prepare(this, table, altered_table, ha_alter_info);
-  }
   /* The new definition's secondary indexes, in its key order (the engine index
      numbering of the reopened table). */
   uint new_pk = altered_table->s->primary_key;
@@ -498,12 +502,24 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     if (old == MAX_KEY) {
       ctx->layout.push_back(TDB_LAYOUT_BUILT | (uint32_t)ctx->added.size());
       ctx->added.push_back(k);
+    } else if (is_pk(old) && m_rebuild_planned) {
+      ctx->layout.push_back(TDB_LAYOUT_BUILT | (uint32_t)ctx->added.size());
+      ctx->added.push_back(k);
     } else if (is_pk(old)) {
       my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a secondary key maps to the primary key");
       return true;
     } else {
       ctx->layout.push_back(engine_index(old));
     }
+  }
+  if (m_rebuild_planned && (ha_alter_info->online || !m_rebuild_only_if_online)) {
+    /* The old keys the new ones are (a key the old primary key becomes is new). */
+    std::vector<uint32_t> sources;
+    for (uint32_t l : ctx->layout) sources.push_back(l & TDB_LAYOUT_BUILT ? 0 : l);
+    ctx->layout.clear();
+    ctx->added.clear();
+    ctx->rebuild.reset(new Online_rebuild());
+    return ctx->rebuild->prepare(this, table, altered_table, ha_alter_info, sources);
   }
   /* A prepared XA transaction whose connection went away holds no metadata lock:
      the server's exclusive lock did not wait for it, and its XA COMMIT could

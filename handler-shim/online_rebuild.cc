@@ -88,7 +88,8 @@ bool Online_rebuild::engine_error(ha_tidesdb *h, int st) {
   return true;
 }
 
-bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info) {
+bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info,
+                             const std::vector<uint32_t> &sources) {
   /* A prepared XA transaction of a gone connection holds no metadata lock: its
      XA COMMIT could later change rows the log never saw. */
   if (tdb_table_has_prepared_writes(h->m_tbl)) {
@@ -127,9 +128,12 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
     ids.push_back((*fp)->field_index);
     flags.push_back(0); /* no BLOB/TEXT: refusal */
   }
-  uint n_indexes = to->s->keys - (m_new_hidden ? 0 : 1);
-  int st = tdb_rebuild_begin(h->m_name.c_str(), n_indexes, ids.data(), flags.data(), ids.size(),
-                             &m_build);
+  if (sources.size() != to->s->keys - (m_new_hidden ? 0 : 1)) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: the new keys do not match the statement");
+    return true;
+  }
+  int st = tdb_rebuild_begin(h->m_name.c_str(), sources.data(), sources.size(), ids.data(),
+                             flags.data(), ids.size(), &m_build);
   if (st) {
     m_build = nullptr;
     return engine_error(h, st);

@@ -28,7 +28,10 @@ public:
      on failure): prepare (the table held exclusively) creates the new table and
      starts the engine's log; build fills it from a snapshot; finish (held
      exclusively again) replays the log and switches. */
-  bool prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info);
+  /* sources: per secondary key of the new definition (key order), the engine
+     index of the old key it is (1-based), or 0 for a new one. */
+  bool prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info,
+               const std::vector<uint32_t> &sources);
   bool build(ha_tidesdb *h, TABLE *from, TABLE *to);
   bool finish(ha_tidesdb *h, TABLE *from, TABLE *to);
 

@@ -313,8 +313,12 @@ int tdb_index_build_publish(tdb_index_build *build);
  * the table the rebuilt one in one catalog transaction and drops the old families;
  * tdb_rebuild_free without a commit drops the new ones and stops the log. */
 typedef struct tdb_rebuild tdb_rebuild;
-int tdb_rebuild_begin(const char *name, uint32_t n_indexes, const uint32_t *ids,
-                      const uint8_t *flags, size_t n_columns, tdb_rebuild **out);
+/* sources[i]: the i-th secondary index of the new definition is index sources[i]
+   (1-based) of the current one, or new (0): the new table keeps the order the
+   indexes were created in. */
+int tdb_rebuild_begin(const char *name, const uint32_t *sources, size_t n_indexes,
+                      const uint32_t *ids, const uint8_t *flags, size_t n_columns,
+                      tdb_rebuild **out);
 /* As tdb_table_columns, for the new table. */
 int tdb_rebuild_columns(tdb_rebuild *build, uint32_t *out, size_t cap, size_t *n);
 int tdb_rebuild_put(tdb_rebuild *build, uint32_t index, const uint8_t *key, size_t key_len,

@@ -1325,20 +1325,44 @@ impl Catalog {
     }
 
     /// Allocates a new table id for an online rebuild of table `name` and creates
-    /// its column families (rows, `n_indexes` indexes, external values) with the
-    /// table's options. No catalog entry names them until
+    /// its column families (rows, its indexes, external values) with the table's
+    /// options. `sources[i]` is the i-th secondary index of the new definition: an
+    /// index of the current one (1-based), whose number it keeps, or 0 for a new
+    /// one, numbered after them: an in-place ALTER keeps the order the indexes
+    /// were created in (the order `apply` checks unique keys in, as InnoDB's
+    /// dictionary). No catalog entry names the families until
     /// [`Catalog::install_rebuilt`]: a crash before leaves families the next open
     /// drops. Returns the meta the rebuilt table will have and its families.
     pub fn create_rebuild_cfs(
         &self,
         db: &Db,
         name: &str,
-        n_indexes: u32,
+        sources: &[u32],
         columns: ColumnVersions,
     ) -> FfiResult<(TableMeta, Vec<Cf>)> {
         let _ddl = self.ddl.lock();
         let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
         let opts = Self::table_options(db, &old)?;
+        let mut next_no = old.next_index_no;
+        let mut index_nos = Vec::with_capacity(sources.len());
+        for &src in sources {
+            let no = match src {
+                0 => {
+                    next_no += 1;
+                    next_no - 1
+                }
+                i => *old.index_nos.get(i as usize - 1).ok_or_else(|| {
+                    FfiError::new(Status::Invalid, format!("no existing index {i}"))
+                })?,
+            };
+            if index_nos.contains(&no) {
+                return Err(FfiError::new(
+                    Status::Invalid,
+                    format!("index number {no} used twice"),
+                ));
+            }
+            index_nos.push(no);
+        }
         let mut txn = db.begin(Isolation::RepeatableRead);
         let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
             Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
@@ -1348,8 +1372,13 @@ impl Catalog {
         };
         txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
         txn.commit()?;
-        let mut meta = TableMeta::new(next, n_indexes, old.auto_increment);
-        meta.columns = Some(columns);
+        let meta = TableMeta {
+            table_id: next,
+            index_nos,
+            next_index_no: next_no,
+            auto_increment: old.auto_increment,
+            columns: Some(columns),
+        };
         let cfs = Self::create_cfs(db, &meta, &opts)?;
         Ok((meta, cfs))
     }

@@ -53,15 +53,16 @@ pub struct Rebuild {
 }
 
 impl Rebuild {
-    /// Creates the new table's families (`n_indexes` secondary indexes; its
-    /// columns: version 1 of `columns`) and starts logging the old table's writes.
-    pub fn begin(name: &str, n_indexes: u32, columns: Vec<StoredColumn>) -> FfiResult<Rebuild> {
+    /// Creates the new table's families (its secondary indexes: `sources`, see
+    /// [`Catalog::create_rebuild_cfs`]; its columns: version 1 of `columns`) and
+    /// starts logging the old table's writes.
+    pub fn begin(name: &str, sources: &[u32], columns: Vec<StoredColumn>) -> FfiResult<Rebuild> {
         let e = engine()?;
         let shared = e.catalog.open_table(&e.db, name)?;
         let columns = ColumnVersions::initial(columns)?;
         let (meta, cfs) = e
             .catalog
-            .create_rebuild_cfs(&e.db, name, n_indexes, columns)?;
+            .create_rebuild_cfs(&e.db, name, sources, columns)?;
         if let Err(err) = shared.start_rebuild_log() {
             let _ = Catalog::drop_rebuild_cfs(&e.db, &meta);
             return Err(err);
@@ -186,12 +187,13 @@ impl Drop for Rebuild {
 }
 
 /// # Safety
-/// `name` NUL-terminated; `ids` and `flags` `n_columns` values each; `out` valid
-/// for a pointer write.
+/// `name` NUL-terminated; `sources` `n_indexes` values; `ids` and `flags`
+/// `n_columns` values each; `out` valid for a pointer write.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_rebuild_begin(
     name: *const c_char,
-    n_indexes: u32,
+    sources: *const u32,
+    n_indexes: usize,
     ids: *const u32,
     flags: *const u8,
     n_columns: usize,
@@ -201,6 +203,8 @@ pub unsafe extern "C" fn tdb_rebuild_begin(
         crate::engine::writable()?;
         // SAFETY: NUL-terminated by contract.
         let name = unsafe { raw::str(name) }?;
+        // SAFETY: `n_indexes` values by contract.
+        let sources = unsafe { raw::slice(sources, n_indexes) }?;
         // SAFETY: `n_columns` values each by contract.
         let ids = unsafe { raw::slice(ids, n_columns) }?;
         // SAFETY: as above.
@@ -210,7 +214,7 @@ pub unsafe extern "C" fn tdb_rebuild_begin(
             .zip(flags)
             .map(|(&id, &flags)| StoredColumn { id, flags })
             .collect();
-        let build = Box::new(Rebuild::begin(name, n_indexes, columns)?);
+        let build = Box::new(Rebuild::begin(name, sources, columns)?);
         // SAFETY: valid for a write by contract.
         unsafe { raw::write_out(out, Box::into_raw(build)) }
     })
