@@ -12,8 +12,15 @@
   - ADD INDEX of ordinary (non-unique) indexes: NOCOPY and online (LOCK=NONE, the
     default), as InnoDB's: other connections read and write the table while the
     index is built; see "Online ADD INDEX" below.
+  - Online rebuild (online_rebuild.cc, ffi/src/rebuild.rs): FORCE, ENGINE=TidesDB,
+    column type and NOT NULL changes, ADD / DROP / change of the primary key (INPLACE,
+    LOCK=NONE), and ADD UNIQUE or an ADD INDEX in place would build only with writes
+    blocked, when it runs with LOCK=NONE (reported NOCOPY, as InnoDB's): a new table
+    filled from a snapshot while writers go on, their rows replayed at the switch.
+    Tables it cannot rebuild (Online_rebuild::refusal: BLOB/TEXT or generated
+    columns, FOREIGN KEYs, FULLTEXT / SPATIAL keys, partitions) keep the ways below.
   - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
-    columns): NOCOPY with LOCK=SHARED: the table is not rebuilt; concurrent reads
+    columns) with LOCK=SHARED: NOCOPY, the table is not rebuilt; concurrent reads
     go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE
     index stays so: a duplicate must fail the ALTER TABLE, never a concurrent
     write, as in InnoDB.) The build scans the rows through a fresh engine snapshot
@@ -89,10 +96,10 @@
     entries from records of the old definition, so each new key part's column
     must have the same type, length and position in both.
 
-  Everything else (column types, NOT NULL, columns added with an expression
-  default, primary key changes, partitioned tables) is refused here, so the server
-  falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
-  statement asked for INPLACE, NOCOPY or INSTANT.
+  Everything else (what the online rebuild refuses, columns added with an
+  expression default, partitioned tables) is refused here, so the server falls back
+  to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the statement
+  asked for INPLACE, NOCOPY or INSTANT.
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
