@@ -159,7 +159,6 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
     covered_fields(to, k, m_new_hidden, &m_covered[k]);
   }
   /* The conversions, as copy_data_between_tables sets them up. */
-  THD *thd = h->ha_thd();
   m_copies = new Copy_field[to->s->fields];
   List_iterator_fast<Create_field> it(info->alter_info->create_list);
   for (Field **fp = to->field; *fp; fp++) {
@@ -168,13 +167,10 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
     if ((*fp)->check_assignability_from(cf->field, false)) return true;
     m_copies[m_n_copies++].set(*fp, cf->field, false);
   }
-  (void)thd;
   return false;
 }
 
-bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &pk,
-                             const std::string &row) {
-  (void)pk;
+bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row) {
   if (!decode_row(from, h->m_layout, row, from->record[0], nullptr, nullptr, nullptr)) {
     my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a stored row does not decode");
     return false;
@@ -280,7 +276,7 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
       pk.assign((const char *)k, klen);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, pk, row)) return false;
+      if (!convert(h, from, to, row)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();
@@ -326,7 +322,7 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, pk, row)) return false;
+      if (!convert(h, from, to, row)) return false;
       derive(to, pk, &d);
       if (!remove(h, d)) return false;
     }
@@ -339,7 +335,7 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, pk, row)) return false;
+      if (!convert(h, from, to, row)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();
@@ -348,6 +344,9 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
   });
   tdb_trx_free(latest);
   if (!ok) return true;
+  /* Nothing reads the old table any more: the switch drops its families. */
+  tdb_trx_free(m_snapshot);
+  m_snapshot = nullptr;
   if ((st = tdb_rebuild_commit(m_build))) return engine_error(h, st);
   tdb_rebuild_free(m_build);
   m_build = nullptr;

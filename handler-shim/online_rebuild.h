@@ -42,10 +42,9 @@ private:
     std::vector<std::string> keys, values; /* per secondary key of the new table */
     std::vector<bool> unique;
   };
-  /* Decodes old row `row` (row key pk) and converts it into to->record[0]; false
-     (with the server's error given) if a value does not convert. */
-  bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &pk,
-               const std::string &row);
+  /* Decodes old row `row` and converts it into to->record[0]; false (with the
+     server's error given) if a value does not convert. */
+  bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row);
   /* The new table's row and entries of to->record[0]. */
   void derive(TABLE *to, const std::string &old_pk, Derived *out);
   /* Writes / deletes what derive gave; false with the error given. */
