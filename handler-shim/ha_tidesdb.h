@@ -230,6 +230,7 @@ public:
   bool can_switch_engines() override;
 
 private:
+  friend class Online_rebuild; /* online_rebuild.cc */
   /* The checks of a row change (foreign_key_checks = 1): as a child, its new
      values must exist in the parent (old_rec NULL for an insert); as a parent, its
      old referenced values must not be in a child (new_rec NULL for a delete).
@@ -315,6 +316,14 @@ private:
      blocked (build_indexes), or while other connections write (online). */
   bool build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
   bool build_indexes_online(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
+  /* What the engine can do in place without rebuilding the table (the checks of
+     check_if_supported_inplace_alter before an online rebuild is considered). */
+  enum_alter_inplace_result in_place_support(TABLE *altered_table,
+                                             Alter_inplace_info *ha_alter_info);
+  /* The last check_if_supported_inplace_alter chose an online rebuild
+     (online_rebuild.cc); only for LOCK=NONE when in place had a locked way. */
+  bool m_rebuild_planned = false;
+  bool m_rebuild_only_if_online = false;
   /* A row change's ops on the indexes an online ADD INDEX is building (nothing when
      none is): old_rec / new_rec NULL for an insert / a delete. */
   void online_index_ops(const uchar *old_rec, const std::string *old_pk, const uchar *new_rec,

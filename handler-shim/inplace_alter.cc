@@ -12,8 +12,15 @@
   - ADD INDEX of ordinary (non-unique) indexes: NOCOPY and online (LOCK=NONE, the
     default), as InnoDB's: other connections read and write the table while the
     index is built; see "Online ADD INDEX" below.
+  - Online rebuild (online_rebuild.cc, ffi/src/rebuild.rs): FORCE, ENGINE=TidesDB,
+    column type and NOT NULL changes, ADD / DROP / change of the primary key (INPLACE,
+    LOCK=NONE), and ADD UNIQUE or an ADD INDEX in place would build only with writes
+    blocked, when it runs with LOCK=NONE (reported NOCOPY, as InnoDB's): a new table
+    filled from a snapshot while writers go on, their rows replayed at the switch.
+    Tables it cannot rebuild (Online_rebuild::refusal: BLOB/TEXT or generated
+    columns, FOREIGN KEYs, FULLTEXT / SPATIAL keys, partitions) keep the ways below.
   - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
-    columns): NOCOPY with LOCK=SHARED: the table is not rebuilt; concurrent reads
+    columns) with LOCK=SHARED: NOCOPY, the table is not rebuilt; concurrent reads
     go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE
     index stays so: a duplicate must fail the ALTER TABLE, never a concurrent
     write, as in InnoDB.) The build scans the rows through a fresh engine snapshot
@@ -89,16 +96,17 @@
     entries from records of the old definition, so each new key part's column
     must have the same type, length and position in both.
 
-  Everything else (column types, NOT NULL, columns added with an expression
-  default, primary key changes, partitioned tables) is refused here, so the server
-  falls back to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the
-  statement asked for INPLACE, NOCOPY or INSTANT.
+  Everything else (what the online rebuild refuses, columns added with an
+  expression default, partitioned tables) is refused here, so the server falls back
+  to ALGORITHM=COPY, or reports "ALGORITHM=... is not supported" when the statement
+  asked for INPLACE, NOCOPY or INSTANT.
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
 #include "table_options.h"
 #include "row_codec.h"
 #include "foreign_keys.h"
+#include "online_rebuild.h"
 #include <algorithm>
 
 using namespace tidesdb;
@@ -137,6 +145,8 @@ public:
   /* An online build: the share it published its indexes in (until unpublished). */
   Tidesdb_share *online_share = nullptr;
   bool online = false;
+  /* An online rebuild (online_rebuild.cc): everything else is unused then. */
+  std::unique_ptr<Online_rebuild> rebuild;
   /* A new column definition version (instant ADD / DROP / reorder / NULL): the
      new definition's layout, which the build decodes rows through. */
   bool columns_changed = false;
@@ -339,8 +349,35 @@ static const char *online_refusal(TABLE *from, TABLE *to, Alter_inplace_info *in
   return nullptr;
 }
 
+/* In place without a rebuild where in_place_support says so; otherwise an online
+   rebuild (online_rebuild.cc) where it can: for what must rewrite rows (reported
+   as a rebuild, INPLACE), and for what in place would do only with writes blocked
+   (an ADD UNIQUE: reported NOCOPY, as InnoDB's, and rebuilt only for LOCK=NONE). */
 enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
     TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  m_rebuild_planned = false;
+  enum_alter_inplace_result r = in_place_support(altered_table, ha_alter_info);
+  if (r != HA_ALTER_INPLACE_NOT_SUPPORTED && r != HA_ALTER_INPLACE_NOCOPY_LOCK) return r;
+  /* The new engine options would need new column families of their own kind. */
+  if (engine_options_differ(table->s, altered_table->s)) return r;
+  if (const char *why = Online_rebuild::refusal(this, table, altered_table, ha_alter_info)) {
+    /* In place refused the kind of change (not a detail of it): say what the
+       rebuild refused. */
+    alter_table_operations in_place = METADATA_ONLY | ADD_INDEX | ALTER_CHANGE_CREATE_OPTION |
+                                      FOREIGN_KEYS |
+                                      (m_layout.versioned() ? INSTANT_COLUMNS : ADD_COLUMN_LAST);
+    if (r == HA_ALTER_INPLACE_NOT_SUPPORTED && (ha_alter_info->handler_flags & ~in_place))
+      ha_alter_info->unsupported_reason = why;
+    return r;
+  }
+  m_rebuild_planned = true;
+  m_rebuild_only_if_online = r == HA_ALTER_INPLACE_NOCOPY_LOCK;
+  return m_rebuild_only_if_online ? HA_ALTER_INPLACE_NOCOPY_NO_LOCK
+                                  : HA_ALTER_INPLACE_COPY_NO_LOCK;
+}
+
+enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,
+                                                       Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
   bool versioned = m_layout.versioned();
   alter_table_operations columns = versioned ? INSTANT_COLUMNS : ADD_COLUMN_LAST;
@@ -472,12 +509,24 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     if (old == MAX_KEY) {
       ctx->layout.push_back(TDB_LAYOUT_BUILT | (uint32_t)ctx->added.size());
       ctx->added.push_back(k);
+    } else if (is_pk(old) && m_rebuild_planned) {
+      ctx->layout.push_back(TDB_LAYOUT_BUILT | (uint32_t)ctx->added.size());
+      ctx->added.push_back(k);
     } else if (is_pk(old)) {
       my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a secondary key maps to the primary key");
       return true;
     } else {
       ctx->layout.push_back(engine_index(old));
     }
+  }
+  if (m_rebuild_planned && (ha_alter_info->online || !m_rebuild_only_if_online)) {
+    /* The old keys the new ones are (a key the old primary key becomes is new). */
+    std::vector<uint32_t> sources;
+    for (uint32_t l : ctx->layout) sources.push_back(l & TDB_LAYOUT_BUILT ? 0 : l);
+    ctx->layout.clear();
+    ctx->added.clear();
+    ctx->rebuild.reset(new Online_rebuild());
+    return ctx->rebuild->prepare(this, table, altered_table, ha_alter_info, sources);
   }
   /* A prepared XA transaction whose connection went away holds no metadata lock:
      the server's exclusive lock did not wait for it, and its XA COMMIT could
@@ -614,6 +663,7 @@ void ha_tidesdb::online_index_ops(const uchar *old_rec, const std::string *old_p
 
 bool ha_tidesdb::inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
+  if (ctx && ctx->rebuild) return ctx->rebuild->build(this, table, altered_table);
   if (!ctx || ctx->added.empty()) return false;
   return ctx->online ? build_indexes_online(altered_table, ha_alter_info)
                      : build_indexes(altered_table, ha_alter_info);
@@ -849,6 +899,25 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
                                             bool commit) {
   auto *ctx = static_cast<Tidesdb_alter_ctx *>(ha_alter_info->handler_ctx);
   if (!ctx) return false;
+  if (ctx->rebuild) {
+    if (!commit) {
+      ctx->rebuild.reset(); /* drops the new table */
+      return false;
+    }
+    close_cursor();
+    if (ctx->rebuild->finish(this, table, altered_table)) return true;
+    ctx->rebuild.reset();
+    if (int st = fk_register_keys(m_name.c_str(), altered_table)) {
+      print_error(fail(st), MYF(0));
+      return true;
+    }
+    if (m_share) {
+      m_share->forget_statistics();
+      std::lock_guard<std::mutex> guard(m_share->count_mutex);
+      m_share->count_stamp = UINT64_MAX;
+    }
+    return false;
+  }
   if (!commit) {
     /* Rollback: the built families were never named; drop them now (an online
        build's are only unpublished, after the descriptor: see above). */

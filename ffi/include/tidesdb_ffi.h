@@ -317,6 +317,37 @@ int tdb_index_build_set_columns(tdb_index_build *build, const uint32_t *sources,
 int tdb_index_build_publish(tdb_index_build *build);
 #define TDB_BUILDING_INDEX 0x80000000u
 
+/* ---- Online rebuild (ALTER TABLE ... ALGORITHM=INPLACE, LOCK=NONE that rewrites
+ * rows; ffi/src/rebuild.rs says why it is correct) ------------------------------
+ * tdb_rebuild_begin (with the table held exclusively by the server) creates the
+ * families of a new table (rows, n_indexes secondary indexes, external values;
+ * its column version 1: n_columns stored columns with ids / flags) that no catalog
+ * entry names, and starts logging the row keys every tdb_apply on the table writes.
+ * tdb_rebuild_put / tdb_rebuild_delete write the new families (index 0 = rows,
+ * 1.. = secondary indexes, TDB_BLOB_INDEX = external values) in bounded batches;
+ * with unique != 0 an existing key gives TDB_DUPLICATE. tdb_rebuild_take_log takes
+ * the keys logged since the last call (key order; tdb_rebuild_logged_key reads the
+ * i-th). tdb_rebuild_commit (the table held exclusively, the log replayed) makes
+ * the table the rebuilt one in one catalog transaction and drops the old families;
+ * tdb_rebuild_free without a commit drops the new ones and stops the log. */
+typedef struct tdb_rebuild tdb_rebuild;
+/* sources[i]: the i-th secondary index of the new definition is index sources[i]
+   (1-based) of the current one, or new (0): the new table keeps the order the
+   indexes were created in. */
+int tdb_rebuild_begin(const char *name, const uint32_t *sources, size_t n_indexes,
+                      const uint32_t *ids, const uint8_t *flags, size_t n_columns,
+                      tdb_rebuild **out);
+/* As tdb_table_columns, for the new table. */
+int tdb_rebuild_columns(tdb_rebuild *build, uint32_t *out, size_t cap, size_t *n);
+int tdb_rebuild_put(tdb_rebuild *build, uint32_t index, const uint8_t *key, size_t key_len,
+                    const uint8_t *value, size_t value_len, int unique);
+int tdb_rebuild_delete(tdb_rebuild *build, uint32_t index, const uint8_t *key,
+                       size_t key_len);
+int tdb_rebuild_take_log(tdb_rebuild *build, size_t *n);
+int tdb_rebuild_logged_key(tdb_rebuild *build, size_t i, const uint8_t **key, size_t *len);
+int tdb_rebuild_commit(tdb_rebuild *build);
+void tdb_rebuild_free(tdb_rebuild *build);
+
 /* ---- Transactions --------------------------------------------------------------
  * One tdb_trx per connection (THD). Begin is implicit: the first statement starts
  * it. Statements nest inside with an implicit savepoint so that a failing statement

@@ -33,8 +33,8 @@
 //! Column families named `t<id>` / `t<id>.i<n>` that no catalog entry references are
 //! leftovers of a crash between creating families and committing the entry (or of
 //! an index build that never committed); they are dropped when the engine opens.
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -267,6 +267,11 @@ pub struct TableShared {
     /// Largest half-extents per SPATIAL index (engine index -> (x, y)); None until
     /// loaded from the catalog.
     extents: Mutex<Option<HashMap<u32, (f64, f64)>>>,
+    /// The row keys written while an online rebuild of the table runs
+    /// (`rebuild.rs`); None when none runs.
+    rebuild_log: Mutex<Option<BTreeSet<Vec<u8>>>>,
+    /// `rebuild_log` is Some: one load per row change when no rebuild runs.
+    rebuild_logging: AtomicBool,
     db: Db,
     catalog_cf: Cf,
 }
@@ -330,6 +335,8 @@ impl TableShared {
             autoinc_pending: Mutex::new(None),
             stats_pending: Mutex::new(None),
             extents: Mutex::new(None),
+            rebuild_log: Mutex::new(None),
+            rebuild_logging: AtomicBool::new(false),
             db,
             catalog_cf,
         }))
@@ -363,6 +370,53 @@ impl TableShared {
     /// The family of built index `slot` of the online build in progress, if any.
     pub fn building_cf(&self, slot: u32) -> Option<Cf> {
         self.state.read().building.get(slot as usize).cloned()
+    }
+
+    /// Starts recording the row keys every row change writes (an online rebuild,
+    /// `rebuild.rs`). One rebuild at a time: the server's metadata lock allows no
+    /// second ALTER of the table while one runs.
+    pub fn start_rebuild_log(&self) -> FfiResult<()> {
+        let mut log = self.rebuild_log.lock();
+        if log.is_some() {
+            return Err(FfiError::new(
+                Status::Invalid,
+                "an online rebuild of the table is already running",
+            ));
+        }
+        *log = Some(BTreeSet::new());
+        self.rebuild_logging.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records row keys written by a row change, if a rebuild is logging. Called
+    /// before the change is applied, so a key is logged before it can commit.
+    pub fn note_row_writes<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        if !self.rebuild_logging.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(log) = self.rebuild_log.lock().as_mut() {
+            for k in keys {
+                if !log.contains(k) {
+                    log.insert(k.to_vec());
+                }
+            }
+        }
+    }
+
+    /// The keys logged since the last call, in key order (the log goes on).
+    pub fn take_rebuild_log(&self) -> Vec<Vec<u8>> {
+        self.rebuild_log
+            .lock()
+            .as_mut()
+            .map(|log| std::mem::take(log).into_iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops the logging.
+    pub fn end_rebuild_log(&self) {
+        let mut log = self.rebuild_log.lock();
+        *log = None;
+        self.rebuild_logging.store(false, Ordering::Release);
     }
 
     /// The order in which `apply` visits ops of engine indexes 0 (rows), 1..n:
@@ -1461,6 +1515,119 @@ impl Catalog {
             }
         }
         Ok(())
+    }
+
+    /// Allocates a new table id for an online rebuild of table `name` and creates
+    /// its column families (rows, its indexes, external values) with the table's
+    /// options. `sources[i]` is the i-th secondary index of the new definition: an
+    /// index of the current one (1-based), whose number it keeps, or 0 for a new
+    /// one, numbered after them: an in-place ALTER keeps the order the indexes
+    /// were created in (the order `apply` checks unique keys in, as InnoDB's
+    /// dictionary). No catalog entry names the families until
+    /// [`Catalog::install_rebuilt`]: a crash before leaves families the next open
+    /// drops. Returns the meta the rebuilt table will have and its families.
+    pub fn create_rebuild_cfs(
+        &self,
+        db: &Db,
+        name: &str,
+        sources: &[u32],
+        columns: ColumnVersions,
+    ) -> FfiResult<(TableMeta, Vec<Cf>)> {
+        let _ddl = self.ddl.lock();
+        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let opts = Self::table_options(db, &old)?;
+        let mut next_no = old.next_index_no;
+        let mut index_nos = Vec::with_capacity(sources.len());
+        for &src in sources {
+            let no = match src {
+                0 => {
+                    next_no += 1;
+                    next_no - 1
+                }
+                i => *old.index_nos.get(i as usize - 1).ok_or_else(|| {
+                    FfiError::new(Status::Invalid, format!("no existing index {i}"))
+                })?,
+            };
+            if index_nos.contains(&no) {
+                return Err(FfiError::new(
+                    Status::Invalid,
+                    format!("index number {no} used twice"),
+                ));
+            }
+            index_nos.push(no);
+        }
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        let next = match txn.get(&self.cf, NEXT_ID_KEY)? {
+            Some(v) => u64::from_le_bytes(v.as_slice().try_into().map_err(|_| {
+                FfiError::new(Status::Corruption, "catalog next_table_id is damaged")
+            })?),
+            None => 1,
+        };
+        txn.put(&self.cf, NEXT_ID_KEY, &(next + 1).to_le_bytes())?;
+        txn.commit()?;
+        let meta = TableMeta {
+            table_id: next,
+            index_nos,
+            next_index_no: next_no,
+            auto_increment: old.auto_increment,
+            columns: Some(columns),
+        };
+        let cfs = Self::create_cfs(db, &meta, &opts)?;
+        Ok((meta, cfs))
+    }
+
+    /// The commit point of an online rebuild: table `name` becomes `meta` (the
+    /// families of [`Catalog::create_rebuild_cfs`], filled) in one transaction,
+    /// which also moves the persisted AUTO_INCREMENT counter to the new table id;
+    /// the old families are dropped after it (a crash in between leaves families
+    /// the next open drops). The caller holds the table exclusively (no row
+    /// change runs). The saved statistics are dropped, as by `alter_table`.
+    pub fn install_rebuilt(&self, db: &Db, name: &str, meta: &TableMeta) -> FfiResult<()> {
+        let _ddl = self.ddl.lock();
+        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
+        let mut cfs = Vec::new();
+        for cf_name in meta.cf_names() {
+            cfs.push(db.cf(&cf_name).ok_or_else(|| {
+                FfiError::new(
+                    Status::Corruption,
+                    format!("column family {cf_name} of a rebuild of {name} is missing"),
+                )
+            })?);
+        }
+        let shared = self.open_tables.lock().get(normalize(name)).cloned();
+        // The counter's queued put names the old table id: write it first.
+        let _autoinc = shared.as_ref().map(|s| s.autoinc.lock());
+        db.write_deferred();
+        if let Some(s) = &shared {
+            *s.autoinc_pending.lock() = None;
+        }
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        self.put_meta(&mut txn, name, Some(meta))?;
+        if let Some(v) = txn.get(&self.cf, &autoinc_key(old.table_id))? {
+            txn.put(&self.cf, &autoinc_key(meta.table_id), &v)?;
+        }
+        for key in [
+            autoinc_key(old.table_id),
+            stats_key(old.table_id),
+            extent_key(old.table_id),
+        ] {
+            txn.delete(&self.cf, &key)?;
+        }
+        txn.commit()?;
+        if let Some(s) = &shared {
+            let (cfs, blob_cf) = split_blob_cf(cfs)?;
+            let mut st = s.state.write();
+            st.meta = meta.clone();
+            st.cfs = cfs;
+            st.blob_cf = blob_cf;
+            *s.extents.lock() = None;
+        }
+        Self::drop_cfs(db, &old)
+    }
+
+    /// Drops the families of a rebuild that did not commit.
+    pub fn drop_rebuild_cfs(db: &Db, meta: &TableMeta) -> FfiResult<()> {
+        Self::drop_cfs(db, meta)
     }
 
     pub fn drop_database(&self, db: &Db, db_path: &str) -> FfiResult<()> {

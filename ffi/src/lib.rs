@@ -32,6 +32,7 @@ pub mod engine;
 pub mod foreign_keys;
 pub mod fulltext;
 pub mod index_build;
+pub mod rebuild;
 pub mod spatial;
 pub mod stats;
 pub mod status;

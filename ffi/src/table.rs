@@ -124,6 +124,13 @@ pub fn apply(trx: &mut Trx, table: &Table, ops: &[Op], failed: &mut usize) -> Ff
     let (txn, deferred) = trx.txn_and_deferred()?;
     let deferred_mark = deferred.mark();
     let sp = txn.savepoint();
+    // An online rebuild replays the rows these ops write (rebuild.rs).
+    table.shared.note_row_writes(
+        ops.iter()
+            .filter(|op| op.index == 0 && matches!(op.kind, OP_PUT | OP_DELETE))
+            // SAFETY: the shim passes key buffers valid for the call.
+            .filter_map(|op| unsafe { raw::bytes(op.key, op.key_len) }.ok()),
+    );
     let result = (|| -> FfiResult<()> {
         // An unlocked put after a locked first op on the rows index is written under
         // that row's lock (see `struct tdb_op` in the header).

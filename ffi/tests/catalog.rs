@@ -623,3 +623,102 @@ fn encrypted_table_without_its_key_is_refused_by_name() {
         .expect_err("refused");
     assert_eq!(err.status, Status::KeyUnavailable);
 }
+
+/// Version 1 of two plain columns, for the rebuilt tables below.
+fn two_columns() -> tidesdb_ffi::columns::ColumnVersions {
+    use tidesdb_ffi::columns::{ColumnVersions, StoredColumn};
+    ColumnVersions::initial(vec![
+        StoredColumn { id: 0, flags: 0 },
+        StoredColumn { id: 1, flags: 0 },
+    ])
+    .expect("columns")
+}
+
+#[test]
+fn rebuild_swaps_the_table_in_one_step_and_keeps_index_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let catalog = Catalog::open(&db, false).expect("catalog");
+    catalog.create(&db, "./d/t", 2, 1).expect("create");
+    put_row(&db, &catalog, "./d/t", b"old");
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    // The new definition: old index 2, a new one, old index 1.
+    let (meta, cfs) = catalog
+        .create_rebuild_cfs(&db, "./d/t", &[2, 0, 1], two_columns())
+        .expect("rebuild families");
+    assert_eq!(meta.index_nos, vec![2, 3, 1]);
+    assert_eq!(cfs.len(), 5); // rows, three indexes, external values
+                              // Until the switch the table is the old one.
+    assert_eq!(row_count(&db, &catalog, "./d/t"), 1);
+    let mut txn = db.begin(Isolation::RepeatableRead);
+    txn.put(&cfs[0], b"new1", b"row").expect("put");
+    txn.put(&cfs[0], b"new2", b"row").expect("put");
+    txn.commit().expect("commit");
+    catalog
+        .install_rebuilt(&db, "./d/t", &meta)
+        .expect("switch");
+    // Handles opened before see the new families; the old ones are gone.
+    assert_eq!(shared.index_count(), 3);
+    assert_eq!(row_count(&db, &catalog, "./d/t"), 2);
+    assert_eq!(shared.creation_ranks(), Some(vec![2, 3, 1]));
+    let mut names = db.list_cfs();
+    names.sort();
+    let expected: Vec<String> = ["__catalog", "__catalog_mirror"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(meta.cf_names())
+        .collect();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort();
+    assert_eq!(names, expected_sorted);
+}
+
+#[test]
+fn rebuild_interrupted_before_the_switch_leaves_the_old_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db, false).expect("catalog");
+        catalog.create(&db, "./d/t", 1, 1).expect("create");
+        put_row(&db, &catalog, "./d/t", b"old");
+        let (_meta, cfs) = catalog
+            .create_rebuild_cfs(&db, "./d/t", &[1], two_columns())
+            .expect("rebuild families");
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.put(&cfs[0], b"half", b"row").expect("put");
+        txn.commit().expect("commit");
+        db.close().expect("close"); // the crash: no switch
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db, false).expect("catalog");
+    assert_eq!(row_count(&db, &catalog, "./d/t"), 1);
+    let mut cfs = db.list_cfs();
+    cfs.sort();
+    assert_eq!(
+        cfs,
+        vec!["__catalog", "__catalog_mirror", "t1", "t1.b", "t1.i1"]
+    );
+}
+
+#[test]
+fn rebuild_log_records_written_keys_only_while_it_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let catalog = Catalog::open(&db, false).expect("catalog");
+    catalog.create(&db, "./d/t", 0, 1).expect("create");
+    let shared = catalog.open_table(&db, "./d/t").expect("open");
+    shared.note_row_writes([&b"before"[..]].into_iter());
+    shared.start_rebuild_log().expect("start");
+    assert_eq!(status_of(shared.start_rebuild_log()), Status::Invalid);
+    shared.note_row_writes([&b"b"[..], &b"a"[..], &b"b"[..]].into_iter());
+    assert_eq!(
+        shared.take_rebuild_log(),
+        vec![b"a".to_vec(), b"b".to_vec()]
+    );
+    shared.note_row_writes([&b"c"[..]].into_iter());
+    assert_eq!(shared.take_rebuild_log(), vec![b"c".to_vec()]);
+    shared.end_rebuild_log();
+    shared.note_row_writes([&b"after"[..]].into_iter());
+    assert!(shared.take_rebuild_log().is_empty());
+    shared.start_rebuild_log().expect("a new rebuild may start");
+}

@@ -1,0 +1,354 @@
+/*
+  Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
+
+  What is rebuilt online (refusal): a table without BLOB/TEXT columns (their
+  values may live outside the row, under the row key), generated columns, CHECK
+  constraints, FOREIGN KEYs, FULLTEXT / SPATIAL / hash keys or partitions, whose new
+  definition keeps a primary key (or keeps none: the hidden row ids stay), and
+  whose new columns take a constant default. Everything else copies (LOCK=SHARED).
+
+  Rows are converted as copy_data_between_tables converts them: a Copy_field per
+  column of the new definition that has an old one (Create_field::field), the
+  others left at their defaults; in strict mode a value that does not fit, or a
+  NULL for a NOT NULL column, fails the ALTER with the server's own error
+  (abort_on_warning), otherwise it is adjusted with a warning.
+*/
+#include "ha_tidesdb.h"
+#include "online_rebuild.h"
+#include "key_codec.h"
+#include "row_codec.h"
+
+using namespace tidesdb;
+
+/* Rows per progress report. */
+static const ha_rows REBUILD_PROGRESS_ROWS = 1024;
+
+Online_rebuild::~Online_rebuild() {
+  delete[] m_copies;
+  if (m_snapshot) tdb_trx_free(m_snapshot);
+  if (m_build) tdb_rebuild_free(m_build); /* not committed: drops the new table */
+}
+
+static bool has_blob_or_generated(TABLE *t) {
+  if (t->s->virtual_fields || t->s->table_check_constraints || t->s->blob_fields) return true;
+  for (Field **fp = t->field; *fp; fp++)
+    if (((*fp)->flags & BLOB_FLAG) || (*fp)->vcol_info || !(*fp)->stored_in_db()) return true;
+  return false;
+}
+
+const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
+                                    Alter_inplace_info *info) {
+  if (!h->m_share || from->s->partition_info_str_len || from->part_info)
+    return "TidesDB changes partitioned tables by copying them";
+  if (info->ignore) return "ALTER IGNORE removes duplicates by copying the table";
+  if (info->handler_flags & (ALTER_ADD_FOREIGN_KEY | ALTER_DROP_FOREIGN_KEY |
+                             ALTER_ADD_CHECK_CONSTRAINT | ALTER_VIRTUAL_COLUMN_ORDER |
+                             ALTER_ADD_VIRTUAL_COLUMN | ALTER_DROP_VIRTUAL_COLUMN |
+                             ALTER_VIRTUAL_GCOL_EXPR | ALTER_STORED_GCOL_EXPR |
+                             ALTER_COLUMN_VCOL | ALTER_ADD_PERIOD | ALTER_DROP_PERIOD |
+                             ALTER_ADD_SYSTEM_VERSIONING | ALTER_DROP_SYSTEM_VERSIONING |
+                             ALTER_COLUMN_UNVERSIONED | ALTER_PARTITIONED))
+    return "TidesDB rebuilds online only for changes of columns, indexes and keys";
+  if (h->referenced_by_foreign_key() || !h->can_switch_engines())
+    return "TidesDB rebuilds a table with FOREIGN KEY constraints by copying it";
+  if ((info->handler_flags & ALTER_CHANGE_CREATE_OPTION) &&
+      (info->create_info->used_fields & ~(ulong)(HA_CREATE_USED_COMMENT | HA_CREATE_USED_ENGINE)))
+    return "TidesDB changes table options by copying the table";
+  if (has_blob_or_generated(from) || has_blob_or_generated(to))
+    return "TidesDB rebuilds online only tables without BLOB/TEXT or generated columns and "
+           "CHECK constraints";
+  for (uint k = 0; k < to->s->keys; k++) {
+    const KEY *key = &to->key_info[k];
+    if (tidesdb_compat::key_is_fulltext(key) || tidesdb_compat::key_is_spatial(key) ||
+        key->algorithm == HA_KEY_ALG_LONG_HASH)
+      return "TidesDB rebuilds online only tables of ordinary indexes";
+  }
+  bool old_hidden = from->s->primary_key >= MAX_KEY;
+  bool new_hidden = to->s->primary_key >= MAX_KEY;
+  if (new_hidden && !old_hidden)
+    return "TidesDB drops a primary key without adding one by copying the table";
+  List_iterator_fast<Create_field> it(info->alter_info->create_list);
+  for (Field **fp = to->field; *fp; fp++) {
+    const Create_field *cf = it++;
+    if (!cf) return "TidesDB: the new columns do not match the statement";
+    Field *g = *fp;
+    if (cf->field && cf->field->table != from)
+      return "TidesDB: the new columns do not match the statement";
+    bool new_auto = (g->flags & AUTO_INCREMENT_FLAG) &&
+                    !(cf->field && (cf->field->flags & AUTO_INCREMENT_FLAG));
+    if (new_auto) return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
+    if (!cf->field && (g->default_value || g->unireg_check != Field::NONE))
+      return "TidesDB adds a column whose default is an expression by copying the table";
+  }
+  return nullptr;
+}
+
+bool Online_rebuild::engine_error(ha_tidesdb *h, int st) {
+  h->print_error(h->fail(st), MYF(0));
+  return true;
+}
+
+bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info,
+                             const std::vector<uint32_t> &sources) {
+  /* A prepared XA transaction of a gone connection holds no metadata lock: its
+     XA COMMIT could later change rows the log never saw. */
+  if (tdb_table_has_prepared_writes(h->m_tbl)) {
+    my_printf_error(ER_LOCK_WAIT_TIMEOUT,
+                    "TidesDB: a prepared XA transaction (see XA RECOVER) changed rows of the "
+                    "table: XA COMMIT or XA ROLLBACK it before rebuilding the table",
+                    MYF(0));
+    return true;
+  }
+  m_new_hidden = to->s->primary_key >= MAX_KEY;
+  bool old_hidden = from->s->primary_key >= MAX_KEY;
+  /* The rows' keys change unless the primary key keeps its parts, stored alike. */
+  m_pk_changed = m_new_hidden != old_hidden;
+  if (!m_new_hidden && !old_hidden) {
+    const KEY *a = &from->key_info[from->s->primary_key];
+    const KEY *b = &to->key_info[to->s->primary_key];
+    m_pk_changed = a->user_defined_key_parts != b->user_defined_key_parts;
+    for (uint p = 0; !m_pk_changed && p < a->user_defined_key_parts; p++) {
+      const KEY_PART_INFO &x = a->key_part[p], &y = b->key_part[p];
+      Field *f = x.field, *g = y.field;
+      m_pk_changed = x.length != y.length || f->real_type() != g->real_type() ||
+                     f->pack_length() != g->pack_length() || f->charset() != g->charset() ||
+                     (f->flags & UNSIGNED_FLAG) != (g->flags & UNSIGNED_FLAG) ||
+                     (x.key_part_flag & HA_REVERSE_SORT) != (y.key_part_flag & HA_REVERSE_SORT);
+      /* The same key parts must name the same column. */
+      List_iterator_fast<Create_field> it(info->alter_info->create_list);
+      const Create_field *cf = nullptr;
+      for (uint i = 0; i <= g->field_index; i++) cf = it++;
+      if (!cf || cf->field != f) m_pk_changed = true;
+    }
+  }
+  /* Version 1 of the new table's columns: each stored field's id is its index. */
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t> flags;
+  for (Field **fp = to->field; *fp; fp++) {
+    ids.push_back((*fp)->field_index);
+    flags.push_back(0); /* no BLOB/TEXT: refusal */
+  }
+  if (sources.size() != to->s->keys - (m_new_hidden ? 0 : 1)) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: the new keys do not match the statement");
+    return true;
+  }
+  int st = tdb_rebuild_begin(h->m_name.c_str(), sources.data(), sources.size(), ids.data(),
+                             flags.data(), ids.size(), &m_build);
+  if (st) {
+    m_build = nullptr;
+    return engine_error(h, st);
+  }
+  size_t n = 0;
+  std::vector<uint32_t> flat;
+  st = tdb_rebuild_columns(m_build, nullptr, 0, &n);
+  if (!st) {
+    flat.resize(n);
+    st = tdb_rebuild_columns(m_build, flat.data(), n, &n);
+  }
+  if (st) return engine_error(h, st);
+  if (!m_new_layout.load(to, flat)) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: the rebuilt table's columns do not load");
+    return true;
+  }
+  m_engine_index.assign(to->s->keys, 0);
+  m_covered.assign(to->s->keys, std::vector<Field *>());
+  uint next = 1;
+  for (uint k = 0; k < to->s->keys; k++) {
+    if (!m_new_hidden && k == to->s->primary_key) continue;
+    m_engine_index[k] = next++;
+    covered_fields(to, k, m_new_hidden, &m_covered[k]);
+  }
+  /* The conversions, as copy_data_between_tables sets them up. */
+  m_copies = new Copy_field[to->s->fields];
+  List_iterator_fast<Create_field> it(info->alter_info->create_list);
+  for (Field **fp = to->field; *fp; fp++) {
+    const Create_field *cf = it++;
+    if (!cf || !cf->field) continue;
+    if ((*fp)->check_assignability_from(cf->field, false)) return true;
+    m_copies[m_n_copies++].set(*fp, cf->field, false);
+  }
+  return false;
+}
+
+bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row) {
+  if (!decode_row(from, h->m_layout, row, from->record[0], nullptr, nullptr, nullptr)) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a stored row does not decode");
+    return false;
+  }
+  restore_record(to, s->default_values);
+  for (size_t i = 0; i < m_n_copies; i++) m_copies[i].do_copy(&m_copies[i]);
+  return !h->ha_thd()->is_error();
+}
+
+void Online_rebuild::derive(TABLE *to, const std::string &old_pk, Derived *out) {
+  uchar *rec = to->record[0];
+  if (m_new_hidden) {
+    out->pk = old_pk; /* the hidden row ids stay */
+  } else {
+    out->pk.clear();
+    KEY *pk = &to->key_info[to->s->primary_key];
+    encode_key_from_record(to, pk, pk->user_defined_key_parts, rec, &out->pk);
+  }
+  encode_row(to, m_new_layout, rec, &out->row, nullptr);
+  out->keys.resize(to->s->keys);
+  out->values.resize(to->s->keys);
+  out->unique.assign(to->s->keys, false);
+  ha_tidesdb::Index_entry e;
+  for (uint k = 0; k < to->s->keys; k++) {
+    if (!m_engine_index[k]) continue;
+    ha_tidesdb::encode_entry(to, k, m_covered[k], rec, out->pk, &e);
+    out->keys[k] = e.key;
+    out->values[k] = e.value;
+    out->unique[k] = e.unique;
+  }
+}
+
+bool Online_rebuild::put(ha_tidesdb *h, TABLE *to, const Derived &d) {
+  int st = tdb_rebuild_put(m_build, 0, (const uint8_t *)d.pk.data(), d.pk.size(),
+                           (const uint8_t *)d.row.data(), d.row.size(), m_pk_changed);
+  if (st == TDB_DUPLICATE) {
+    /* to->record[0] holds the row: the message names its value, as InnoDB's. */
+    print_keydup_error(to, &to->key_info[to->s->primary_key], MYF(0));
+    return false;
+  }
+  if (st) return !engine_error(h, st);
+  for (uint k = 0; k < to->s->keys; k++) {
+    if (!m_engine_index[k]) continue;
+    st = tdb_rebuild_put(m_build, m_engine_index[k], (const uint8_t *)d.keys[k].data(),
+                         d.keys[k].size(), (const uint8_t *)d.values[k].data(),
+                         d.values[k].size(), d.unique[k]);
+    if (st == TDB_DUPLICATE) {
+      print_keydup_error(to, &to->key_info[k], MYF(0));
+      return false;
+    }
+    if (st) return !engine_error(h, st);
+  }
+  return true;
+}
+
+bool Online_rebuild::remove(ha_tidesdb *h, const Derived &d) {
+  int st = tdb_rebuild_delete(m_build, 0, (const uint8_t *)d.pk.data(), d.pk.size());
+  for (uint k = 0; !st && k < m_engine_index.size(); k++)
+    if (m_engine_index[k])
+      st = tdb_rebuild_delete(m_build, m_engine_index[k], (const uint8_t *)d.keys[k].data(),
+                              d.keys[k].size());
+  return st ? !engine_error(h, st) : true;
+}
+
+/* Runs f with the server's conversion rules of ALTER TABLE's copy: warnings
+   counted per row, and in strict mode a warning fails the statement. */
+template <class F>
+static bool with_copy_rules(THD *thd, F f) {
+  bool save_abort = thd->abort_on_warning;
+  enum_check_fields save_check = thd->count_cuted_fields;
+  thd->abort_on_warning = thd->is_strict_mode();
+  thd->count_cuted_fields = CHECK_FIELD_WARN;
+  thd->get_stmt_da()->reset_current_row_for_warning(1);
+  bool ok = f();
+  thd->abort_on_warning = save_abort;
+  thd->count_cuted_fields = save_check;
+  return ok;
+}
+
+bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
+  THD *thd = h->ha_thd();
+  m_snapshot = tdb_trx_new();
+  int st = m_snapshot ? tdb_trx_begin(m_snapshot, TDB_ISO_REPEATABLE_READ) : TDB_INTERNAL;
+  if (!st) st = tdb_trx_snapshot(m_snapshot);
+  if (st) return engine_error(h, st);
+  tdb_cursor *c = nullptr;
+  st = tdb_cursor_open(m_snapshot, h->m_tbl, 0, &c);
+  if (st) return engine_error(h, st);
+  std::string pk, row;
+  Derived d;
+  ha_rows done = 0, total = h->stats.records;
+  bool failed = false;
+  thd_progress_init(thd, 1);
+  failed = !with_copy_rules(thd, [&]() {
+    for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK;
+         st = tdb_cursor_next(c)) {
+      if (thd_killed(thd)) {
+        thd->send_kill_message();
+        return false;
+      }
+      const uint8_t *k, *v;
+      size_t klen, vlen;
+      if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
+      pk.assign((const char *)k, klen);
+      row.assign((const char *)v, vlen);
+      if (!convert(h, from, to, row)) return false;
+      derive(to, pk, &d);
+      if (!put(h, to, d)) return false;
+      thd->get_stmt_da()->inc_current_row_for_warning();
+      if (++done % REBUILD_PROGRESS_ROWS == 0)
+        thd_progress_report(thd, done, total > done ? total : done);
+    }
+    return true;
+  });
+  thd_progress_end(thd);
+  tdb_cursor_close(c);
+  if (failed) return true;
+  if (st != TDB_END) return engine_error(h, st);
+  return false;
+}
+
+bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
+  THD *thd = h->ha_thd();
+  size_t n = 0;
+  int st = tdb_rebuild_take_log(m_build, &n);
+  if (st) return engine_error(h, st);
+  std::vector<std::string> keys(n);
+  for (size_t i = 0; i < n && !st; i++) {
+    const uint8_t *k;
+    size_t len;
+    if (!(st = tdb_rebuild_logged_key(m_build, i, &k, &len))) keys[i].assign((const char *)k, len);
+  }
+  if (st) return engine_error(h, st);
+  /* The latest committed versions: no writer is left (exclusive lock). */
+  tdb_trx *latest = tdb_trx_new();
+  st = latest ? tdb_trx_begin(latest, TDB_ISO_READ_COMMITTED) : TDB_INTERNAL;
+  if (st) {
+    if (latest) tdb_trx_free(latest);
+    return engine_error(h, st);
+  }
+  Derived d;
+  std::string row;
+  bool ok = with_copy_rules(thd, [&]() {
+    /* First what the build derived from the snapshot's version of each row ... */
+    for (const std::string &pk : keys) {
+      const uint8_t *v;
+      size_t vlen;
+      int gs = tdb_get(m_snapshot, h->m_tbl, 0, (const uint8_t *)pk.data(), pk.size(), &v, &vlen);
+      if (gs == TDB_NOT_FOUND) continue;
+      if (gs) return !engine_error(h, gs);
+      row.assign((const char *)v, vlen);
+      if (!convert(h, from, to, row)) return false;
+      derive(to, pk, &d);
+      if (!remove(h, d)) return false;
+    }
+    /* ... then what the latest version of each gives (a value that moved between
+       rows is then no duplicate). */
+    for (const std::string &pk : keys) {
+      const uint8_t *v;
+      size_t vlen;
+      int gs = tdb_get(latest, h->m_tbl, 0, (const uint8_t *)pk.data(), pk.size(), &v, &vlen);
+      if (gs == TDB_NOT_FOUND) continue;
+      if (gs) return !engine_error(h, gs);
+      row.assign((const char *)v, vlen);
+      if (!convert(h, from, to, row)) return false;
+      derive(to, pk, &d);
+      if (!put(h, to, d)) return false;
+      thd->get_stmt_da()->inc_current_row_for_warning();
+    }
+    return true;
+  });
+  tdb_trx_free(latest);
+  if (!ok) return true;
+  /* Nothing reads the old table any more: the switch drops its families. */
+  tdb_trx_free(m_snapshot);
+  m_snapshot = nullptr;
+  if ((st = tdb_rebuild_commit(m_build))) return engine_error(h, st);
+  tdb_rebuild_free(m_build);
+  m_build = nullptr;
+  return false;
+}

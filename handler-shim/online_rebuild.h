@@ -1,0 +1,67 @@
+/*
+  Online rebuild of a table by an in-place ALTER TABLE (ALGORITHM=INPLACE,
+  LOCK=NONE): FORCE / ENGINE=TidesDB, column type and NOT NULL changes, primary key
+  changes, ADD UNIQUE. The engine side (ffi/src/rebuild.rs) says why it is correct:
+  a new table filled from a snapshot while writers go on, the rows they wrote
+  (logged by the engine) replayed at the switch, one catalog transaction for the
+  switch. This side only translates rows: old record -> new record with the
+  server's own field conversion (Copy_field, as copy_data_between_tables does),
+  new record -> the new table's row and index entries.
+*/
+#ifndef TIDESDB_ONLINE_REBUILD_H
+#define TIDESDB_ONLINE_REBUILD_H
+
+#include "tidesdb_server.h"
+#include "row_codec.h"
+#include "tidesdb_ffi.h"
+#include <string>
+#include <vector>
+
+class ha_tidesdb;
+
+class Online_rebuild {
+public:
+  ~Online_rebuild();
+  /* Why this ALTER cannot rebuild the table online, or nullptr. */
+  static const char *refusal(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info);
+  /* The steps of the in-place ALTER (each false on success, with my_error given
+     on failure): prepare (the table held exclusively) creates the new table and
+     starts the engine's log; build fills it from a snapshot; finish (held
+     exclusively again) replays the log and switches. */
+  /* sources: per secondary key of the new definition (key order), the engine
+     index of the old key it is (1-based), or 0 for a new one. */
+  bool prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info,
+               const std::vector<uint32_t> &sources);
+  bool build(ha_tidesdb *h, TABLE *from, TABLE *to);
+  bool finish(ha_tidesdb *h, TABLE *from, TABLE *to);
+
+private:
+  /* What one old row becomes in the new table. */
+  struct Derived {
+    std::string pk, row;
+    std::vector<std::string> keys, values; /* per secondary key of the new table */
+    std::vector<bool> unique;
+  };
+  /* Decodes old row `row` and converts it into to->record[0]; false (with the
+     server's error given) if a value does not convert. */
+  bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row);
+  /* The new table's row and entries of to->record[0]. */
+  void derive(TABLE *to, const std::string &old_pk, Derived *out);
+  /* Writes / deletes what derive gave; false with the error given. */
+  bool put(ha_tidesdb *h, TABLE *to, const Derived &d);
+  bool remove(ha_tidesdb *h, const Derived &d);
+  bool engine_error(ha_tidesdb *h, int st);
+
+  tdb_rebuild *m_build = nullptr;
+  tdb_trx *m_snapshot = nullptr; /* the build's snapshot, kept for the replay */
+  tidesdb::Row_layout m_new_layout;
+  Copy_field *m_copies = nullptr; /* per converted column */
+  size_t m_n_copies = 0;
+  bool m_new_hidden = false;
+  bool m_pk_changed = false;
+  /* Per key of the new table: its engine index (0 = rows) and covered fields. */
+  std::vector<uint> m_engine_index;
+  std::vector<std::vector<Field *>> m_covered;
+};
+
+#endif
