@@ -288,6 +288,69 @@ fn without_the_key_the_family_is_refused_and_the_others_work() {
     check_rows(&db, &enc, 0..500);
 }
 
+/// Commits of an encrypted family still only in the log when the database stops
+/// (a crash) and opened without its key: the open succeeds, that family is refused,
+/// the others work and take commits, the log segments holding its commits are kept
+/// (over more opens without the key, and in a checkpoint), and with the key back
+/// every commit is there.
+#[test]
+fn unflushed_commits_of_a_family_without_its_key_wait_in_the_log() {
+    // Full sync: the log is written ahead with zeros, so a kept segment's tail matters.
+    let full = |o: DbOptions| DbOptions {
+        sync_mode: SyncMode::Full,
+        ..o
+    };
+    let d = tempfile::tempdir().unwrap();
+    let crashed = {
+        let db = Db::open(d.path(), full(opts(Some(Keys::with(1, 1)), None))).unwrap();
+        let enc = db.create_cf("enc", enc_cf_opts()).unwrap();
+        let plain = db.create_cf("plain", CfOptions::default()).unwrap();
+        write_rows(&db, &enc, &plain, 0..200);
+        db.flush().unwrap();
+        write_rows(&db, &enc, &plain, 200..300);
+        let copy = common::crash_copy(d.path());
+        db.close().unwrap();
+        copy
+    };
+    let cp = tempfile::tempdir().unwrap();
+    let cp_dir = cp.path().join("cp");
+    for round in 0..2 {
+        let db = Db::open(crashed.path(), full(opts(None, None))).unwrap();
+        let enc = db.cf("enc").unwrap();
+        let plain = db.cf("plain").unwrap();
+        let e = db.check_encryption(&enc).unwrap_err();
+        assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+        db.check_encryption(&plain).unwrap();
+        assert!(
+            db.recovery_notes().iter().any(|n| n.contains("are kept")),
+            "{:?}",
+            db.recovery_notes()
+        );
+        let mut t = db.begin(Isolation::RepeatableRead);
+        assert_eq!(t.get(&plain, b"p00250").unwrap(), Some(CLEAR.to_vec()));
+        let mut w = db.begin(Isolation::RepeatableRead);
+        w.put(&plain, format!("after{round}").as_bytes(), CLEAR)
+            .unwrap();
+        w.commit().unwrap();
+        db.flush().unwrap();
+        if round == 1 {
+            db.checkpoint(&cp_dir, "test").unwrap();
+        }
+        db.close().unwrap();
+    }
+    for dir in [crashed.path(), cp_dir.as_path()] {
+        let db = Db::open(dir, opts(Some(Keys::with(1, 1)), None)).unwrap();
+        let enc = db.cf("enc").unwrap();
+        let plain = db.cf("plain").unwrap();
+        db.check_encryption(&enc).unwrap();
+        check_rows(&db, &enc, 0..300);
+        let mut t = db.begin(Isolation::RepeatableRead);
+        assert_eq!(t.get(&plain, b"after1").unwrap(), Some(CLEAR.to_vec()));
+        assert!(db.recovery_notes().iter().all(|n| !n.contains("are kept")));
+        db.close().unwrap();
+    }
+}
+
 #[test]
 fn unencrypted_databases_are_unchanged() {
     let d = tempfile::tempdir().unwrap();

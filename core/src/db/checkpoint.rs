@@ -175,6 +175,9 @@ impl DbInner {
             for (_, no) in state.prepared_spills.values().flatten() {
                 pieces.push(piece(crate::txn::spill::prep_path(&self.dir, *no), None)?);
             }
+            for no in &self.held_wal {
+                pieces.push(piece(wal::segment_path(&self.dir, *no), None)?);
+            }
             for (no, _) in self.commit.closed_segments().iter() {
                 pieces.push(piece(wal::segment_path(&self.dir, *no), None)?);
             }

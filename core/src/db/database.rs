@@ -117,6 +117,10 @@ pub(crate) struct DbInner {
     poisoned: AtomicBool,
     /// What the open skipped of a damaged directory (`DbOptions::force_recovery`).
     recovery_notes: Vec<String>,
+    /// WAL segments of an earlier run kept for families whose key was
+    /// unavailable at open (see `Replayed::held`): never removed while this
+    /// database is open, copied by checkpoints.
+    pub(crate) held_wal: Vec<u64>,
     lock_file: Mutex<Option<File>>,
     pub locks: Arc<crate::txn::lock::LockManager>,
     pub next_txn_id: AtomicU64,
@@ -724,10 +728,24 @@ fn open_column_families(
     cfs
 }
 
+/// What replaying the WAL found.
+struct Replayed {
+    last_seq: u64,
+    /// Prepares left unresolved.
+    prepared: WalPrepares,
+    /// Segments kept as they are (not removed after the replay): from the first
+    /// one holding a commit of a family whose encryption key is unavailable (its
+    /// memtable could not be flushed, so those records stay only in the log) to
+    /// the last, so every prepare they hold keeps its outcome beside it.
+    held: Vec<u64>,
+}
+
 /// Recovery phase 3: replays the WAL segments into the memtables (records
 /// below a column family's flushed sequence skipped); returns the last
 /// sequence seen and the prepares left unresolved. At force_recovery >= 2 a
-/// damaged segment is noted and its rest skipped.
+/// damaged segment is noted and its rest skipped. The records of an encrypted
+/// family whose key is unavailable are left in the log (`Replayed::held`): the
+/// family's table is refused by name until the key is back, the others open.
 fn replay_wal(
     dir: &Path,
     names: &[String],
@@ -736,7 +754,19 @@ fn replay_wal(
     level: u8,
     notes: &mut Vec<String>,
     keys: &crate::crypto::Keyring,
-) -> Result<(u64, WalPrepares)> {
+) -> Result<Replayed> {
+    let keyless: HashSet<u64> = cfs
+        .iter()
+        .filter(|(_, cf)| {
+            cf.opts
+                .encryption_key
+                .is_some_and(|id| keys.latest_version(id).is_none())
+        })
+        .map(|(&id, _)| id)
+        .collect();
+    let mut first_held: Option<usize> = None;
+    // Valid bytes of the last segment (its tail may be torn or zero-filled).
+    let mut last_len: Option<u64> = None;
     let mut segs: Vec<u64> = names
         .iter()
         .filter_map(|n| wal::parse_segment_name(n))
@@ -750,11 +780,13 @@ fn replay_wal(
         let replayed = wal::read_segment_with(&path, i + 1 == segs.len(), keys, |payload, off| {
             let rec = batch::decode(payload)
                 .ok_or_else(|| Error::corruption(&path, off, "undecodable WAL record"))?;
-            let apply = |seq: u64, ops: Vec<Op>| {
+            let mut apply = |seq: u64, ops: Vec<Op>| {
                 for op in ops {
                     let Some(cf) = cfs.get(&op.cf) else { continue };
                     let flushed = state.cfs.get(&op.cf).map_or(0, |m| m.flushed_seq);
-                    if seq > flushed {
+                    if seq > flushed && keyless.contains(&op.cf) {
+                        first_held.get_or_insert(i);
+                    } else if seq > flushed {
                         cf.sv
                             .read()
                             .mem
@@ -785,7 +817,11 @@ fn replay_wal(
             Ok(())
         });
         match replayed {
-            Ok(_) => {}
+            Ok(n) => {
+                if i + 1 == segs.len() {
+                    last_len = Some(n);
+                }
+            }
             Err(e) if level >= 2 && e.is_corruption() => notes.push(format!(
                 "damaged write-ahead log segment {} ({e}): its records from the damage \
                  on are skipped (the commits they hold are lost)",
@@ -794,7 +830,30 @@ fn replay_wal(
             Err(e) => return Err(e),
         }
     }
-    Ok((last_seq, prepared))
+    let held: Vec<u64> = first_held.map_or_else(Vec::new, |i| segs[i..].to_vec());
+    // A kept segment is no longer the last one at the next open, where only the
+    // last may end in a torn or zero-filled tail: cut it back to its records now.
+    if let (Some(&last), Some(len), 0) = (held.last(), last_len, level) {
+        let path = wal::segment_path(dir, last);
+        let f = crate::io::open(std::fs::OpenOptions::new().write(true), &path)
+            .and_then(|f| crate::io::set_len(&f, len, &path).map(|()| f))
+            .and_then(|f| crate::io::sync_all(&f, &path))
+            .map_err(|e| Error::io(format!("cut back {}", path.display()), e));
+        f?;
+    }
+    if let Some(first) = held.first() {
+        notes.push(format!(
+            "write-ahead log segments from {} on are kept: they hold commits of a table \
+             whose encryption key is not available (the table is refused until the key \
+             is back; its rows are replayed then)",
+            wal::segment_path(dir, *first).display()
+        ));
+    }
+    Ok(Replayed {
+        last_seq,
+        prepared,
+        held,
+    })
 }
 
 /// Recovery phase 4: flushes the replayed memtables to level-0 tables so the
@@ -863,7 +922,7 @@ fn relog_prepares(w: Option<&mut WalWriter>, prepared: &WalPrepares) -> Result<(
 
 /// Recovery phase 6: removes obsolete files: old manifests, replayed WAL
 /// segments, orphan tables, value logs and spill files (not called read-only).
-fn remove_obsolete_files(dir: &Path, names: &[String], state: &State, mnum: u64) {
+fn remove_obsolete_files(dir: &Path, names: &[String], state: &State, mnum: u64, held: &[u64]) {
     let live: HashSet<u64> = state
         .cfs
         .values()
@@ -880,9 +939,9 @@ fn remove_obsolete_files(dir: &Path, names: &[String], state: &State, mnum: u64)
                 .values()
                 .flatten()
                 .any(|(_, f)| *f == no)
-        } else if wal::parse_segment_name(n).is_some()
-            || crate::txn::spill::parse_spill_name(n).is_some()
-        {
+        } else if let Some(no) = wal::parse_segment_name(n) {
+            !held.contains(&no)
+        } else if crate::txn::spill::parse_spill_name(n).is_some() {
             true
         } else if let Some(m) = n.strip_prefix("MANIFEST-") {
             // the new one and its copy stay
@@ -941,8 +1000,11 @@ impl DbInner {
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
         let dio = probe_direct_io(dir, &opts)?;
         let cfs = open_column_families(dir, &state, &cache, dio.as_ref(), uid, &opts);
-        let (last_seq, prepared) =
-            replay_wal(dir, &names, &state, &cfs, level, &mut notes, &opts.keys)?;
+        let Replayed {
+            last_seq,
+            prepared,
+            held: held_wal,
+        } = replay_wal(dir, &names, &state, &cfs, level, &mut notes, &opts.keys)?;
         if !read_only {
             flush_replayed_memtables(
                 dir,
@@ -973,7 +1035,7 @@ impl DbInner {
         };
         relog_prepares(w.as_mut(), &prepared)?;
         if !read_only {
-            remove_obsolete_files(dir, &names, &state, mnum);
+            remove_obsolete_files(dir, &names, &state, mnum, &held_wal);
         }
         let spilled_prepares =
             open_spilled_prepares(dir, &state, &cache, read_only, &mut notes, &opts.keys)?;
@@ -994,6 +1056,7 @@ impl DbInner {
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             recovery_notes: notes,
+            held_wal,
             lock_file: Mutex::new(Some(lock)),
             locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
