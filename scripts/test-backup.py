@@ -86,6 +86,7 @@ class Load:
         self.lock = threading.Lock()
         self.committed = {}   # transfer id -> GTID seq of its commit
         self.prepared = {}    # XA transfer id -> GTID seq of its XA PREPARE
+        self.xa_ids = set()   # every XA transfer id (committed or not)
         self.next_id = 0
         self.count = 0
         self.errors = []
@@ -134,6 +135,8 @@ class Load:
         c = Conn(self.sock, "bank")
         while not self.stop.is_set():
             tid = self.new_id()
+            with self.lock:
+                self.xa_ids.add(tid)
             xid = "'xa%d'" % tid
             try:
                 q(c, "XA START " + xid)
@@ -407,9 +410,15 @@ def main():
     il = set(x[0] for x in q(r, "SELECT id FROM i_ledger").rows)
     # One commit point across engines: TidesDB makes a commit visible in
     # commit_ordered(), which the server orders with InnoDB's and the snapshot.
-    if tl != il:
+    # XA COMMIT of a prepared transaction is outside that order in the server
+    # itself (trans_xa_commit -> ha_commit_one_phase commits the engines one after
+    # the other, without LOCK_commit_ordered, for InnoDB as for any engine), so the
+    # one XA transfer being committed when the dump starts may be in one engine only.
+    split = tl ^ il
+    plain_split = sorted(int(t) for t in split if int(t) not in load.xa_ids)
+    if plain_split or len(split) > 1:
         die("dump: the TidesDB and InnoDB snapshots differ: %d transfers in one engine's "
-            "only (e.g. %s)" % (len(tl ^ il), sorted(tl ^ il)[:5]))
+            "only (e.g. %s; not XA: %s)" % (len(split), sorted(split)[:5], plain_split[:5]))
     say("mariadb-dump --single-transaction: totals hold, each engine's balances match "
         "its ledger, both engines at one commit point (%d transfers)" % len(tl))
 
