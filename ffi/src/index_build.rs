@@ -10,11 +10,10 @@
 //! leaves families no catalog entry names, which the next open drops.
 //!
 //! Entries of a non-unique index come in row (primary key) order, i.e. in random
-//! order for the index: each went into the transaction's write set and then the
-//! memtable by a full skiplist search with a cache miss per step (the largest cost
-//! of sysbench's `prepare`). They are now buffered and sorted per batch, then
-//! written in key order, where both skiplists place each entry next to the
-//! previous one. A unique index's entries still go in at once: a duplicate must be
+//! order for the index; put at once, each would cost a full skiplist search with a
+//! cache miss per step, in the write set and in the memtable (the largest cost of
+//! sysbench's `prepare`). They are buffered and written sorted per batch
+//! ([`SortedPuts`]). A unique index's entries go in at once: a duplicate must be
 //! reported while the shim still holds the row that has it.
 //!
 //! An online build ([`IndexBuild::publish`], ALTER ... LOCK=NONE) lets other
@@ -32,6 +31,7 @@ use crate::catalog::{IndexSource, TableShared};
 use crate::columns::ColumnVersions;
 use crate::engine::engine;
 use crate::raw;
+use crate::sorted_puts::SortedPuts;
 use crate::status::{guard, FfiError, FfiResult, Status};
 
 /// Bytes of entries written before a batch is committed.
@@ -47,11 +47,8 @@ pub struct IndexBuild {
     built: Vec<(u32, Cf)>,
     txn: Option<Txn>,
     batch_bytes: usize,
-    /// Buffered entries of non-unique indexes: their bytes, key then value, one
-    /// after the other ...
-    sort_bytes: Vec<u8>,
-    /// ... and (slot, start in `sort_bytes`, key length, value length) of each.
-    sort_entries: Vec<(u32, usize, u32, u32)>,
+    /// Buffered entries of non-unique indexes, by built index slot.
+    sorted: SortedPuts,
     /// The catalog names the families: they must outlive the handle.
     committed: bool,
     /// The table's name, and its shared state once the build is published.
@@ -70,8 +67,7 @@ impl IndexBuild {
             built,
             txn: None,
             batch_bytes: 0,
-            sort_bytes: Vec::new(),
-            sort_entries: Vec::new(),
+            sorted: SortedPuts::default(),
             committed: false,
             name: name.to_string(),
             published: None,
@@ -130,14 +126,7 @@ impl IndexBuild {
             }
             txn.put(&cf, key, value)?;
         } else {
-            let (klen, vlen) = match (u32::try_from(key.len()), u32::try_from(value.len())) {
-                (Ok(k), Ok(v)) => (k, v),
-                _ => return Err(FfiError::new(Status::Invalid, "index entry too large")),
-            };
-            self.sort_entries
-                .push((slot, self.sort_bytes.len(), klen, vlen));
-            self.sort_bytes.extend_from_slice(key);
-            self.sort_bytes.extend_from_slice(value);
+            self.sorted.push(slot, key, value)?;
         }
         self.batch_bytes += key.len() + value.len();
         if self.batch_bytes >= BATCH_BYTES {
@@ -148,35 +137,18 @@ impl IndexBuild {
 
     fn flush_batch(&mut self) -> FfiResult<()> {
         self.batch_bytes = 0;
-        if !self.sort_entries.is_empty() {
-            let bytes = &self.sort_bytes;
-            let key = |&(_, at, klen, _): &(u32, usize, u32, u32)| &bytes[at..at + klen as usize];
-            self.sort_entries
-                .sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| key(a).cmp(key(b))));
+        if !self.sorted.is_empty() {
             let db = &self.db;
             let txn = self
                 .txn
                 .get_or_insert_with(|| db.begin(Isolation::ReadCommitted));
-            let mut cf: Option<(u32, Cf)> = None;
-            for e in &self.sort_entries {
-                let (slot, at, klen, vlen) = *e;
-                if cf.as_ref().is_none_or(|(s, _)| *s != slot) {
-                    let c = self
-                        .built
-                        .get(slot as usize)
-                        .map(|(_, cf)| cf.clone())
-                        .ok_or_else(|| {
-                            FfiError::new(Status::Invalid, format!("no built index {slot}"))
-                        })?;
-                    cf = Some((slot, c));
-                }
-                if let Some((_, c)) = &cf {
-                    let mid = at + klen as usize;
-                    txn.put(c, &bytes[at..mid], &bytes[mid..mid + vlen as usize])?;
-                }
-            }
-            self.sort_entries.clear();
-            self.sort_bytes.clear();
+            let built = &self.built;
+            self.sorted.write_sorted(|slot, key, value| {
+                let (_, cf) = built.get(slot as usize).ok_or_else(|| {
+                    FfiError::new(Status::Invalid, format!("no built index {slot}"))
+                })?;
+                Ok(txn.put(cf, key, value)?)
+            })?;
         }
         if let Some(txn) = self.txn.take() {
             txn.commit()?;

@@ -33,6 +33,7 @@ pub mod foreign_keys;
 pub mod fulltext;
 pub mod index_build;
 pub mod rebuild;
+pub mod sorted_puts;
 pub mod spatial;
 pub mod stats;
 pub mod status;

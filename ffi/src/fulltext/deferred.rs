@@ -2,10 +2,9 @@
 //!
 //! A row's postings are keyed by word first (see `postings`), so a statement that adds
 //! many documents (a multi-row INSERT, the row copy of ALTER TABLE ... ADD FULLTEXT)
-//! writes keys all over the index: each went into the transaction's write set by a
-//! full skiplist search with a cache miss per step, the largest cost of building an
-//! index by copy. They are buffered instead and written sorted, where the write set
-//! places each next to the previous one.
+//! writes keys all over the index. Put at once, each would cost a full skiplist
+//! search with a cache miss per step, the largest cost of building an index by copy;
+//! they are buffered and written sorted ([`SortedPuts`]).
 //!
 //! What keeps reads right: the buffer holds only the postings of documents added by
 //! the current statement, after the row's ops all succeeded; it is written to the
@@ -16,6 +15,7 @@
 //! prepare). A statement rolled back drops it.
 use tidesdb_core::{Cf, Txn};
 
+use crate::sorted_puts::SortedPuts;
 use crate::status::{FfiError, FfiResult, Status};
 
 /// Buffered bytes (keys and values) that make the buffer be written out.
@@ -24,25 +24,19 @@ pub const FLUSH_BYTES: usize = 4 << 20;
 /// Buffered postings, in arrival order until [`DeferredPostings::flush`].
 #[derive(Default)]
 pub struct DeferredPostings {
-    /// Keys and values, one after the other ...
-    bytes: Vec<u8>,
-    /// ... and (family, start in `bytes`, key length, value length) of each.
-    entries: Vec<(usize, usize, u32, u32)>,
+    /// The postings, each with the slot in `cfs` of its family.
+    puts: SortedPuts,
     /// The families the entries go to (few: one per FULLTEXT index written).
     cfs: Vec<Cf>,
 }
 
 impl DeferredPostings {
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.puts.is_empty()
     }
 
     /// Buffers one posting of `cf`.
     pub fn add(&mut self, cf: &Cf, key: &[u8], value: &[u8]) -> FfiResult<()> {
-        let (klen, vlen) = match (u32::try_from(key.len()), u32::try_from(value.len())) {
-            (Ok(k), Ok(v)) => (k, v),
-            _ => return Err(FfiError::new(Status::Invalid, "fulltext posting too large")),
-        };
         let family = match self.cfs.iter().position(|c| c.id() == cf.id()) {
             Some(i) => i,
             None => {
@@ -50,53 +44,40 @@ impl DeferredPostings {
                 self.cfs.len() - 1
             }
         };
-        self.entries.push((family, self.bytes.len(), klen, vlen));
-        self.bytes.extend_from_slice(key);
-        self.bytes.extend_from_slice(value);
-        Ok(())
+        self.puts.push(family as u32, key, value)
     }
 
     /// Where the buffer ends now, for [`DeferredPostings::truncate`].
     pub fn mark(&self) -> (usize, usize) {
-        (self.entries.len(), self.bytes.len())
+        self.puts.mark()
     }
 
     /// Drops what was buffered after `mark` (the row's ops failed).
     pub fn truncate(&mut self, mark: (usize, usize)) {
-        self.entries.truncate(mark.0);
-        self.bytes.truncate(mark.1);
+        self.puts.truncate(mark);
     }
 
     pub fn bytes(&self) -> usize {
-        self.bytes.len()
+        self.puts.bytes()
     }
 
-    /// Writes the buffered postings to `txn`, each family's in key order (a stable
-    /// sort: of two postings of one key the later wins, as written in turn).
+    /// Writes the buffered postings to `txn`, each family's in key order (of two
+    /// postings of one key the later wins, as written in turn).
     pub fn flush(&mut self, txn: &mut Txn) -> FfiResult<()> {
-        if self.entries.is_empty() {
-            return Ok(());
-        }
-        let bytes = &self.bytes;
-        let key = |&(_, at, klen, _): &(usize, usize, u32, u32)| &bytes[at..at + klen as usize];
-        self.entries
-            .sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key(a).cmp(key(b))));
-        for &(family, at, klen, vlen) in &self.entries {
-            let mid = at + klen as usize;
-            txn.put(
-                &self.cfs[family],
-                &bytes[at..mid],
-                &bytes[mid..mid + vlen as usize],
-            )?;
-        }
-        self.clear();
+        let cfs = &self.cfs;
+        self.puts.write_sorted(|family, key, value| {
+            let cf = cfs
+                .get(family as usize)
+                .ok_or_else(|| FfiError::new(Status::Internal, "posting of no family"))?;
+            Ok(txn.put(cf, key, value)?)
+        })?;
+        self.cfs.clear();
         Ok(())
     }
 
     /// Forgets the buffered postings (their statement was rolled back).
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes.clear();
+        self.puts.clear();
         self.cfs.clear();
     }
 }

@@ -96,28 +96,39 @@ impl Source for Mem {
     }
 }
 
-fn run(q: &str, boolean: bool) -> Vec<(u8, f32)> {
-    let settings = Settings::legacy();
+/// Runs query `q` over `docs` (row keys 1, 2, ...) with `settings` and `model`.
+fn run_with(
+    docs: &[&str],
+    q: &str,
+    boolean: bool,
+    settings: Settings,
+    model: RankingModel,
+) -> Vec<(u8, f32)> {
     let mut m = Mem {
-        docs: [
-            "database tutorial for beginners",
-            "offset from the start of the database",
-            "examples are the best offset",
-            "nothing here",
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (vec![i as u8 + 1], t.to_string()))
-        .collect(),
+        docs: docs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (vec![i as u8 + 1], t.to_string()))
+            .collect(),
         settings: settings.clone(),
     };
     let mut ast = parse(q, boolean, &settings, true).ok().unwrap_or_default();
-    let ev = Eval::new(&mut m, &settings, true, 4, false);
+    let ev = Eval::new(&mut m, &settings, true, docs.len() as u64, false).with_ranking(model);
     ev.run(&mut ast, false)
         .expect("run")
         .into_iter()
         .map(|(k, r)| (k[0], r))
         .collect()
+}
+
+fn run(q: &str, boolean: bool) -> Vec<(u8, f32)> {
+    let docs = [
+        "database tutorial for beginners",
+        "offset from the start of the database",
+        "examples are the best offset",
+        "nothing here",
+    ];
+    run_with(&docs, q, boolean, Settings::legacy(), RankingModel::Innodb)
 }
 
 fn ids(q: &str) -> Vec<u8> {
@@ -252,22 +263,13 @@ fn ascii_path_matches_char_path() {
 }
 
 fn run_model(docs: &[&str], q: &str, boolean: bool, model: RankingModel) -> Vec<(u8, f32)> {
-    let settings = Settings::current(Some(Default::default()));
-    let mut m = Mem {
-        docs: docs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (vec![i as u8 + 1], t.to_string()))
-            .collect(),
-        settings: settings.clone(),
-    };
-    let mut ast = parse(q, boolean, &settings, true).ok().unwrap_or_default();
-    let ev = Eval::new(&mut m, &settings, true, docs.len() as u64, false).with_ranking(model);
-    ev.run(&mut ast, false)
-        .expect("run")
-        .into_iter()
-        .map(|(k, r)| (k[0], r))
-        .collect()
+    run_with(
+        docs,
+        q,
+        boolean,
+        Settings::current(Some(Default::default())),
+        model,
+    )
 }
 
 /// BM25 finds InnoDB's rows; it ranks a word in a short document above the same

@@ -159,6 +159,32 @@ fn wait_appended(db: &Db, g: u64) {
     }
 }
 
+type Commit = std::thread::JoinHandle<Result<u64>>;
+
+/// Commits `a` = `1` as group N, holds its fsync, runs `while_held`, then commits
+/// `b` = `2`, which the pipeline writes as group N+1 behind the held fsync.
+fn pipelined_pair(
+    db: &Db,
+    cf: &crate::Cf,
+    probe: &Probe,
+    g0: u64,
+    while_held: impl FnOnce(),
+) -> (Commit, Commit) {
+    probe.armed.store(true, Ordering::SeqCst);
+    let a = {
+        let (db, cf) = (db.clone(), cf.clone());
+        std::thread::spawn(move || put(&db, &cf, b"a", b"1"))
+    };
+    probe.wait_held();
+    while_held();
+    let b = {
+        let (db, cf) = (db.clone(), cf.clone());
+        std::thread::spawn(move || put(&db, &cf, b"b", b"2"))
+    };
+    wait_appended(db, g0 + 2);
+    (a, b)
+}
+
 #[test]
 fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -168,18 +194,8 @@ fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
     let probe = Probe::install(&db);
     let g0 = db.inner().commit.appended_group.load(Ordering::SeqCst);
     let before = db.latest_sequence();
-    probe.armed.store(true, Ordering::SeqCst);
-    let a = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"a", b"1"))
-    };
-    probe.wait_held();
-    let b = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"b", b"2"))
-    };
     // Group N+1 reaches the WAL while group N's fsync is held...
-    wait_appended(&db, g0 + 2);
+    let (a, b) = pipelined_pair(&db, &cf, &probe, g0, || {});
     // ...and neither is acknowledged nor visible before that fsync ends.
     std::thread::sleep(Duration::from_millis(20));
     assert!(!a.is_finished() && !b.is_finished());
@@ -215,18 +231,8 @@ fn failed_fsync_fails_its_group_and_the_one_written_behind_it() {
     let probe = Probe::install(&db);
     let g0 = db.inner().commit.appended_group.load(Ordering::SeqCst);
     let before = db.latest_sequence();
-    probe.armed.store(true, Ordering::SeqCst);
     probe.fail.store(true, Ordering::SeqCst);
-    let a = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"a", b"1"))
-    };
-    probe.wait_held();
-    let b = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"b", b"2"))
-    };
-    wait_appended(&db, g0 + 2);
+    let (a, b) = pipelined_pair(&db, &cf, &probe, g0, || {});
     probe.release();
     let ea = a.join().unwrap().unwrap_err();
     let eb = b.join().unwrap().unwrap_err();
@@ -340,23 +346,14 @@ fn crash_during_a_pipelined_pair_keeps_every_acknowledged_commit() {
     }
     let probe = Probe::install(&db);
     let g0 = db.inner().commit.appended_group.load(Ordering::SeqCst);
-    probe.armed.store(true, Ordering::SeqCst);
-    let a = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"a", b"1"))
-    };
-    probe.wait_held();
     // The end of group N in the WAL (N+1 is appended after it).
-    let (seg_path, end_of_a) = {
+    let mut end_of_group_n = None;
+    let (a, b) = pipelined_pair(&db, &cf, &probe, g0, || {
         let w = db.inner().commit.lock_write();
         let wal = w.wal.as_ref().unwrap();
-        (wal.path.clone(), wal.size)
-    };
-    let b = {
-        let (db, cf) = (db.clone(), cf.clone());
-        std::thread::spawn(move || put(&db, &cf, b"b", b"2"))
-    };
-    wait_appended(&db, g0 + 2);
+        end_of_group_n = Some((wal.path.clone(), wal.size));
+    });
+    let (seg_path, end_of_a) = end_of_group_n.unwrap();
     let whole = tempfile::tempdir().unwrap();
     crash_copy(dir.path(), whole.path());
     let torn = tempfile::tempdir().unwrap();
