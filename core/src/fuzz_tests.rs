@@ -9,8 +9,9 @@ use crate::journal::batch::{self, Op};
 use crate::journal::wal;
 use crate::key::Kind;
 use crate::options::{CfOptions, Compression};
+use crate::table::block::{Block, RawBlock};
 use crate::table::cache::BlockCache;
-use crate::table::sst::{self, Block, Table, TableBuilder, TableIter};
+use crate::table::sst::{self, Table, TableBuilder, TableIter};
 use crate::version::manifest::{self, EditOp, FileMeta, State};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -278,7 +279,7 @@ fn fuzz_blocks_props_handles_filters() {
             let b = rng.gen_range(a..=table.len().min(a + 600));
             mutate(&mut rng, &table[a..b])
         };
-        if let Ok(b) = sst::RawBlock::new(raw.clone(), &path, 0) {
+        if let Ok(b) = RawBlock::new(raw.clone(), &path, 0) {
             let mut k = Vec::new();
             let _ = b.seek(b"key00010", 5, &mut k, &path, 0);
             let _ = b.seek(b"", 0, &mut k, &path, 0);

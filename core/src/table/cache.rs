@@ -1,5 +1,5 @@
 //! Sharded block cache with a byte cap. Keys are (file number, offset):
-//! data blocks of table files as read (`sst::RawBlock`: searched in place by
+//! data blocks of table files as read (`block::RawBlock`: searched in place by
 //! point reads, decoded by iterators), and values read from value-log files (file
 //! numbers come from one counter, so the two never collide), shared through
 //! `Arc` / [`SharedBytes`]. Caching large values spares a hot set of them a
@@ -13,7 +13,7 @@
 //! an allocation-free multiplicative hash of the two integers.
 
 use crate::bytes::SharedBytes;
-use crate::table::sst::RawBlock;
+use crate::table::block::RawBlock;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
