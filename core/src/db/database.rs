@@ -2,7 +2,7 @@
 //! commit), reads, memtable rotation, flush and WAL lifecycle.
 
 use super::background::Background;
-use super::commit::{CommitPipeline, DeferredPut, ReqKind};
+use super::commit::{CfOps, CommitPipeline, DeferredPut, ReqKind};
 use crate::bytes::SharedBytes;
 use crate::compaction::output::{create_table, finish_table, finish_vlog, VlogOutFile};
 use crate::compaction::pacer::next_backoff;
@@ -40,10 +40,6 @@ pub struct QuarantinedFile {
     /// A value log file (else a table file).
     pub value_log: bool,
 }
-
-/// (column family, op, conflict-check sequence: a committed version of the
-/// key newer than this is a conflict).
-pub(crate) type CfOps = Vec<(Arc<CfInner>, Op, u64)>;
 
 /// (column family id, user key).
 pub(crate) type LockKey = (u64, Vec<u8>);

@@ -615,13 +615,13 @@ impl Txn {
     }
 
     /// Newest version of every written key, grouped per column family.
-    pub(crate) fn collect_ops(&self) -> Result<crate::db::database::CfOps> {
+    pub(crate) fn collect_ops(&self) -> Result<crate::db::commit::CfOps> {
         let mut ops = Vec::new();
         let mut buf = Vec::new();
         let op_now = self.op.load(Ordering::SeqCst);
         for (id, w) in &self.ws {
             // Values are shared with the write set, not copied.
-            let mut push = |ops: &mut crate::db::database::CfOps,
+            let mut push = |ops: &mut crate::db::commit::CfOps,
                             key: &[u8],
                             kind: Kind,
                             value: Arc<[u8]>,

@@ -3,8 +3,9 @@
 //! write lock) and finishing it (the fsync that covers it, then visibility
 //! and results in group order). See the pipeline's description in `mod.rs`.
 
+use super::queue::CfOps;
 use super::queue::{CommitReq, Group, ReqKind};
-use crate::db::database::{CfOps, DbInner, LockKey, PreparedEntry, MAX_IMMS};
+use crate::db::database::{DbInner, LockKey, PreparedEntry, MAX_IMMS};
 use crate::error::{Error, Result};
 use crate::journal::batch::{self, Op};
 use crate::journal::wal;

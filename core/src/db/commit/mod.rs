@@ -26,11 +26,12 @@
 
 mod group;
 mod queue;
+mod submit;
 #[cfg(test)]
 mod tests;
 
 pub use queue::DeferredPut;
-pub(crate) use queue::ReqKind;
+pub(crate) use queue::{CfOps, ReqKind};
 
 use crate::error::{Error, Result};
 use crate::journal::wal::{SegmentSync, WalWriter};
