@@ -18,6 +18,7 @@
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
+#include <algorithm>
 #include <sql_base.h>
 #include <log.h>
 #include <sql_parse.h>
@@ -46,6 +47,28 @@ static int ft_fold_of(CHARSET_INFO *cs) {
   if (collates_equal(cs, "\xC3\xA9", "e")) fold |= FOLD_ACCENTS;
   if (collates_equal(cs, "\xC3\x9F", "ss")) fold |= FOLD_SHARP_S;
   return fold;
+}
+
+/* The rank of each ASCII character under collation `cs` (equal characters share
+   one), the order InnoDB's FTS index keeps its words in; NULL for a charset whose
+   characters are not single bytes (byte order then). Per thread, for the last
+   collation asked. */
+static const uint8_t *ft_word_order(CHARSET_INFO *cs) {
+  if (cs->mbminlen != 1) return NULL;
+  thread_local CHARSET_INFO *cached = NULL;
+  thread_local uint8_t rank[128];
+  if (cached == cs) return rank;
+  uchar by_weight[128];
+  for (uint c = 0; c < 128; c++) by_weight[c] = (uchar)c;
+  auto cmp = [cs](uchar a, uchar b) { return cs->strnncoll(&a, 1, &b, 1) < 0; };
+  std::stable_sort(by_weight, by_weight + 128, cmp);
+  uint8_t r = 0;
+  for (uint i = 0; i < 128; i++) {
+    if (i > 0 && cmp(by_weight[i - 1], by_weight[i])) r++;
+    rank[by_weight[i]] = r;
+  }
+  cached = cs;
+  return rank;
 }
 
 /* InnoDB's FTS compares words with the column's collation, so under one that
@@ -268,8 +291,8 @@ FT_INFO *ha_tidesdb::ft_init_ext(uint flags, uint inx, String *key) {
   tdb_ft_result *res = nullptr;
   int syntax_error = 0;
   int st = tdb_ft_search(trx(), m_tbl, engine_index(inx), (const uint8_t *)utf8.ptr(),
-                         utf8.length(), search_flags, stats.records, ft_fetch_doc, &fetch_ctx,
-                         &res, &syntax_error);
+                         utf8.length(), search_flags, stats.records, ft_word_order(cs),
+                         ft_fetch_doc, &fetch_ctx, &res, &syntax_error);
   if (st && syntax_error) {
     /* As InnoDB reports them: its FTS parser's message, its errors for the limits. */
     if (syntax_error == 1)

@@ -154,10 +154,12 @@ def run(args):
                     vals = ", ".join("(%d, %s, %s)" % (i + j + 1, sql_str(t), sql_str(b))
                                      for j, (t, b) in enumerate(docs[i:i + 50]))
                     c.query("INSERT INTO t_%s VALUES %s" % (eng, vals))
-            for _ in range(args.queries):
+            for n in range(len(args.query) or args.queries):
                 cols = rng.choice(["body", "title, body", "body, title"])
                 kind = rng.random()
-                if kind < 0.75:
+                if args.query:
+                    cols, against = "title, body", sql_str(args.query[n]) + " IN BOOLEAN MODE"
+                elif kind < 0.75:
                     against = sql_str(gen.boolean()) + " IN BOOLEAN MODE"
                 elif kind < 0.93:
                     against = sql_str(gen.natural())
@@ -181,7 +183,8 @@ def run(args):
                     print("  only TidesDB: %s" % [r for r in rt if r not in ri][:8])
         c.close()
     finally:
-        server.stop()
+        if not args.keep:
+            server.stop()
     print("fulltext-diff: seed %d, %d documents, %d queries, %d differ"
           % (args.seed, len(docs), total, bad))
     return 1 if bad else 0
@@ -195,6 +198,9 @@ def main():
     ap.add_argument("--port", type=int, default=3412)
     ap.add_argument("--var", default=os.path.join(ROOT, "target", "fulltext-diff", "var"))
     ap.add_argument("--corpus", default="/usr/share/doc")
+    ap.add_argument("--query", action="append", default=[],
+                    help="a boolean-mode query to compare (repeatable) instead of random ones")
+    ap.add_argument("--keep", action="store_true", help="leave the server and tables for a look")
     sys.exit(run(ap.parse_args()))
 
 

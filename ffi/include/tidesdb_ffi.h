@@ -651,7 +651,10 @@ typedef int (*tdb_ft_fetch_doc)(void *ctx, const uint8_t *pk, size_t pk_len,
    TDB_FT_DOC_CASE_SENSITIVE), TDB_FT_SINGLE_COLUMN = the index has one column,
    TDB_FT_RANKING_BM25 = relevance by Okapi BM25 instead of InnoDB's (same rows).
    total_docs: the table's rows (relevance). fetch/ctx read rows' documents (phrases,
-   query expansion). A query InnoDB refuses: TDB_INVALID with *syntax_error = 1
+   query expansion). word_order: 128 bytes, the rank of each ASCII character in the
+   index's collation, or NULL for byte order: InnoDB reads the words of a prefix term
+   (`s*`) in its collation's order, and a row's frequency for the term is that of the
+   first of them the row has. A query InnoDB refuses: TDB_INVALID with *syntax_error = 1
    (its parser's message in tdb_last_error()), 2 (parentheses nested too deep) or 3
    (more than 128 words in a phrase); else *syntax_error = 0. */
 #define TDB_FT_CASE_SENSITIVE 0x100u
@@ -661,8 +664,8 @@ typedef int (*tdb_ft_fetch_doc)(void *ctx, const uint8_t *pk, size_t pk_len,
    collation sorts by code point, as a _bin one). */
 #define TDB_FT_DOC_CASE_SENSITIVE 0x80000000u
 int tdb_ft_search(tdb_trx *trx, tdb_table *table, uint32_t index, const uint8_t *query,
-                  size_t len, uint32_t flags, uint64_t total_docs, tdb_ft_fetch_doc fetch,
-                  void *ctx, tdb_ft_result **out, int *syntax_error);
+                  size_t len, uint32_t flags, uint64_t total_docs, const uint8_t *word_order,
+                  tdb_ft_fetch_doc fetch, void *ctx, tdb_ft_result **out, int *syntax_error);
 /* The next matching row's primary key (valid while the result lives) and relevance;
    TDB_END after the last. */
 int tdb_ft_result_next(tdb_ft_result *res, const uint8_t **pk, size_t *pk_len,

@@ -112,6 +112,18 @@ pub struct Eval<'a> {
     word_freqs: HashMap<String, WordFreq>,
     wildcard_words: Option<HashSet<String>>,
     model: RankingModel,
+    word_order: Option<&'a [u8; 128]>,
+}
+
+/// `word` as it sorts under a collation whose ASCII characters rank as `order`
+/// says; other bytes after every ASCII character, in byte order.
+fn collation_key(word: &str, order: &[u8; 128]) -> Vec<u16> {
+    word.bytes()
+        .map(|b| match order.get(b as usize) {
+            Some(&r) => r as u16,
+            None => 128 + b as u16,
+        })
+        .collect()
 }
 
 fn clamp(r: f32) -> f32 {
@@ -142,7 +154,17 @@ impl<'a> Eval<'a> {
             word_freqs: HashMap::new(),
             wildcard_words: expand.then(HashSet::new),
             model: RankingModel::Innodb,
+            word_order: None,
         }
+    }
+
+    /// Reads a prefix term's words in the index collation's order (`order`: the
+    /// rank of each ASCII character), as InnoDB's index holds them: a row's
+    /// frequency for the term is that of the first of its words (under
+    /// utf8mb4_general_ci `svc` comes before `s_user`, in bytes after it).
+    pub fn with_word_order(mut self, order: Option<&'a [u8; 128]>) -> Self {
+        self.word_order = order;
+        self
     }
 
     /// Ranks with `model` instead of InnoDB's relevance.
@@ -356,7 +378,11 @@ impl<'a> Eval<'a> {
         let mut docs = 0u64;
         let mut freqs: Vec<(Vec<u8>, u32)> = Vec::new();
         let mut pos = self.word_map.get(token).copied();
-        for (_, postings) in self.src.postings(token, wildcard)? {
+        let mut words = self.src.postings(token, wildcard)?;
+        if let (true, Some(order)) = (wildcard && words.len() > 1, self.word_order) {
+            words.sort_by_cached_key(|(w, _)| collation_key(w, order));
+        }
+        for (_, postings) in words {
             for (pk, positions) in postings {
                 docs += 1;
                 self.process_doc_id(&pk, 0.0);

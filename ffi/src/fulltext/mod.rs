@@ -186,6 +186,8 @@ pub struct Query<'a> {
     pub flags: u32,
     /// Rows of the table (InnoDB's N in idf).
     pub total_docs: u64,
+    /// The rank of each ASCII character in the index's collation (`None`: byte order).
+    pub word_order: Option<&'a [u8; 128]>,
     pub fetch: Option<FetchDoc>,
     pub ctx: *mut c_void,
 }
@@ -218,8 +220,9 @@ pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<
     } else {
         eval::RankingModel::Innodb
     };
-    let ev =
-        eval::Eval::new(&mut src, &settings, fold_case, q.total_docs, expand).with_ranking(model);
+    let ev = eval::Eval::new(&mut src, &settings, fold_case, q.total_docs, expand)
+        .with_ranking(model)
+        .with_word_order(q.word_order);
     let mut rows = match ev.run(&mut ast, expand) {
         Ok(r) => r,
         Err(e) if e.message == eval::TOO_DEEP => return Ok(Outcome::TooDeep),
@@ -374,6 +377,7 @@ pub unsafe extern "C" fn tdb_ft_search(
     len: usize,
     flags: u32,
     total_docs: u64,
+    word_order: *const u8,
     fetch: Option<FetchDoc>,
     ctx: *mut c_void,
     out: *mut *mut FtResult,
@@ -387,10 +391,17 @@ pub unsafe extern "C" fn tdb_ft_search(
         // SAFETY: as above.
         let query = unsafe { raw::bytes(query, len) }?;
         let text = String::from_utf8_lossy(query);
+        let word_order = if word_order.is_null() {
+            None
+        } else {
+            // SAFETY: 128 readable bytes by contract.
+            unsafe { raw::bytes(word_order, 128) }?.try_into().ok()
+        };
         let q = Query {
             text: &text,
             flags,
             total_docs,
+            word_order,
             fetch,
             ctx,
         };
