@@ -158,9 +158,11 @@ stress: plugin
 
 # TidesDB vs InnoDB vs MyRocks on a server of its own (target/bench/<profile>/var,
 # port 3420): large values, concurrent inserts, sysbench, spatial/full-text, on-disk
-# size. Writes target/bench/<profile>/results.{json,csv} + charts and regenerates
-# docs/BENCHMARKS.md + docs/bench/. BENCH_ARGS=--direct-io for O_DIRECT reads
-# (InnoDB, MyRocks). matplotlib comes from Debian's python3-matplotlib.
+# size, VECTOR INDEX (11.8 only). Writes target/bench/<profile>/results.{json,csv} +
+# charts and regenerates docs/BENCHMARKS.md + docs/bench/ (MARIADB=11.8:
+# target/bench/<profile>-11.8, docs/BENCHMARKS-11.8.md + docs/bench-11.8/).
+# BENCH_ARGS=--direct-io for O_DIRECT reads (InnoDB, MyRocks); BENCH_ARGS="--only vec"
+# for one section. matplotlib comes from Debian's python3-matplotlib.
 BENCH_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 BENCH_ARGS ?=
 bench-quick: plugin
