@@ -50,6 +50,7 @@ COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMOR
 FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
+ALL_STEPS = "lv,ins,sb,gis,fts,iib,vec"      # the sections, in the order they run
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
@@ -937,6 +938,10 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
           "make bench-quick" if out["profile_name"] == "quick" else "make bench", out["started"], out["profile_name"],
           out["commit"], os.path.relpath(run_dir, ROOT)))
     A("")
+    if out.get("only", ALL_STEPS) != ALL_STEPS:
+        A("**Sections run: %s only** (`--only %s`); the other sections and the goals have no figures in this run." % (
+            out["only"], out["only"]))
+        A("")
     A("**Noise warning.** The machine (%s, %s CPUs, %s MiB RAM) is shared with other engineers who compile and "
       "test on it: load average at start %s. Single runs of a few seconds each; differences under ~20%% are "
       "not meaningful. Clients are Python (large values, inserts) or sysbench on the same 2 cores as the server." % (
@@ -1236,7 +1241,7 @@ def main():
     ap.add_argument("--port", type=int, default=3420)
     ap.add_argument("--docs", action="store_true", help="regenerate docs/BENCHMARKS.md and docs/bench/*.png")
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
-    ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib,vec", help="comma-separated subset of lv,ins,sb,gis,fts,iib,vec")
+    ap.add_argument("--only", default=ALL_STEPS, help="comma-separated subset of " + ALL_STEPS)
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
     ap.add_argument("--plugin", help="the ha_tidesdb.so to benchmark (default target/plugin/ha_tidesdb.so), "
                                      "e.g. an older build for a before/after pair")
@@ -1279,7 +1284,7 @@ def main():
     out = dict(profile_name=a.profile, run=run, profile=P, port=a.port, mariadb=series,
                started=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), commit=git_rev(),
                plugin_sha256=hashlib.sha256(open(plugin, "rb").read()).hexdigest(),
-               machine=machine_info(), extra_cnf=extra, direct_io=a.direct_io, seed=SEED)
+               machine=machine_info(), extra_cnf=extra, direct_io=a.direct_io, seed=SEED, only=a.only)
     try:
         out["sysbench_version"] = subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip()
     except OSError:
