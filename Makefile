@@ -113,11 +113,18 @@ test-shim-compat: setup
 	target/server_compat_test
 
 # The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
-# plugin build in target/plugin-11.8; see README, Supported servers). ~11 min here
-# (suites ~6, conformance ~4); on a fresh machine the Debian 13 root (~5 min) and the
-# 11.8 plugin build (its own cargo target folder, target/build-11.8) come first.
+# plugin build in target/plugin-11.8; see README, Supported servers), and the tests
+# compared with InnoDB. ~12.5 min here (suites ~6, conformance ~4, vs InnoDB ~1.5); on
+# a fresh machine the Debian 13 root (~5 min) and the 11.8 plugin build (its own
+# cargo target folder, target/build-11.8) come first.
 test-11.8:
-	$(MAKE) MARIADB=11.8 test-mtr test-conformance
+	$(MAKE) MARIADB=11.8 test-mtr test-conformance test-vs-innodb
+
+# The tidesdb tests whose result must be InnoDB's (scripts/mtr-vs-innodb.tests), run
+# with InnoDB on the same server and compared (~1.5 min on either server).
+.PHONY: test-vs-innodb
+test-vs-innodb: plugin
+	@bash scripts/mtr-vs-innodb.sh --listed
 
 # Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
 # replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,

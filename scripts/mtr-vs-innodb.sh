@@ -12,6 +12,8 @@
 # a difference there is a failure too.
 #
 # Usage: scripts/mtr-vs-innodb.sh [test names, e.g. tidesdb.ddl]; default: all.
+#        scripts/mtr-vs-innodb.sh --listed: the tests of scripts/mtr-vs-innodb.tests,
+#        those whose result must be InnoDB's (`make test-vs-innodb`).
 # Exit status: 0 when every result matches InnoDB, 1 otherwise.
 # MARIADB=11.8: on the 11.8 server (scripts/mtr.sh), against the 11.8 result where
 # mysql-test-11.8/tidesdb/r/ has one.
@@ -24,6 +26,10 @@ case "${MARIADB:-10.11}" in
 esac
 SCRATCH=$ROOT/target/mtr-innodb$SFX
 SUITE=tidesdb
+if [ "${1:-}" = --listed ]; then
+  shift
+  set -- "$@" $(sed -e 's/#.*//' "$ROOT/scripts/mtr-vs-innodb.tests")
+fi
 
 rm -rf "$SCRATCH/tests"
 mkdir -p "$SCRATCH/tests"
