@@ -114,11 +114,18 @@ test-shim-compat: setup
 
 # The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
 # plugin build in target/plugin-11.8; see README, Supported servers), and the tests
-# compared with InnoDB. ~12.5 min here (suites ~6, conformance ~4, vs InnoDB ~1.5); on
-# a fresh machine the Debian 13 root (~5 min) and the 11.8 plugin build (its own
-# cargo target folder, target/build-11.8) come first.
+# compared with InnoDB, main.vector on TidesDB. ~13 min here (suites ~6, conformance ~4,
+# vs InnoDB ~1.5, main.vector ~0.7); on a fresh machine the Debian 13 root (~5 min) and
+# the 11.8 plugin build (its own cargo target folder, target/build-11.8) come first.
 test-11.8:
-	$(MAKE) MARIADB=11.8 test-mtr test-conformance test-vs-innodb
+	$(MAKE) MARIADB=11.8 test-mtr test-conformance test-vs-innodb test-vector-conformance
+
+# MariaDB's own main.vector as a [tidesdb] combination beside its innodb, myisam and
+# aria ones (11.8 only; mysql-test-11.8/main/vector,tidesdb.rdiff; ~40 s).
+.PHONY: test-vector-conformance
+test-vector-conformance:
+	$(MAKE) MARIADB=11.8 plugin
+	@MARIADB=11.8 bash scripts/test-vector-conformance.sh
 
 # The tidesdb tests whose result must be InnoDB's (scripts/mtr-vs-innodb.tests), run
 # with InnoDB on the same server and compared (~1.5 min on either server).
