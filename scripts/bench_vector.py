@@ -155,8 +155,10 @@ def search(B, c, res, tables, dist, queries, truth, P, ef):
     engs = [eng for eng in B.ENGINES if (eng, dist) in tables]
     sql = "SELECT id FROM %%s ORDER BY VEC_DISTANCE_%s(v, %%s) LIMIT %d" % (dist.upper(), K)
     qhex = [hexvec(v) for v in queries]
-    for eng in engs:                                  # warm-up: the graph into the server's cache
-        for qh in qhex[:20]:
+    # Warm-up: every query once, untimed, so the graph nodes they visit are in the
+    # server's graph cache (mhnsw_max_cache_size) and the timed pass is steady state.
+    for eng in engs:
+        for qh in qhex:
             B.q(c, sql % (tables[(eng, dist)], qh))
     lat = {eng: [] for eng in engs}
     hits = {eng: 0 for eng in engs}
@@ -223,11 +225,14 @@ def markdown(B, out, A):
       "way, not rows of the table. Per engine and distance: load without the index (500-row INSERTs), then "
       "`ALTER TABLE ADD VECTOR INDEX (v) DISTANCE=...` timed alone; for EUCLIDEAN also a load into a table created "
       "with the index. Queries: `SELECT id ... ORDER BY VEC_DISTANCE_EUCLIDEAN(v, x) LIMIT 10` (and `_COSINE` on "
-      "the COSINE table), the engines taking turns on each query vector, the server's defaults "
+      "the COSINE table), each query once untimed first (the graph into the server's cache), then timed with the "
+      "engines taking turns on each query vector, the server's defaults "
       "`mhnsw_default_m=%d`, `mhnsw_ef_search=%d`, `mhnsw_max_cache_size=%d`, then again with `SET SESSION mhnsw_ef_search = %d` (the graph's shape is random, "
       "so at the default each engine's graph may miss different near rows; the wider search shows both graphs "
       "are sound). recall@10: share of the returned ids "
-      "among the exact 10 nearest, computed in Python (numpy, float64 over the stored float32 values)." % (
+      "among the exact 10 nearest, computed in Python (numpy, float64 over the stored float32 values). Even the "
+      "wider search stays below 100%% on both engines: the server's graph compares 16-bit quantized copies of the "
+      "vectors (`FVector` in sql/vector_mhnsw.cc), and inside a cluster of this set the distances are close." % (
           vec["rows"], vec["dims"], vec["clusters"], vec["dims"], vec["sigma"], vec["queries"],
           vec["mhnsw_default_m"], vec["mhnsw_ef_search"], vec["mhnsw_max_cache_size"], EF_WIDE))
     A("")
