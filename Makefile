@@ -113,11 +113,25 @@ test-shim-compat: setup
 	target/server_compat_test
 
 # The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
-# plugin build in target/plugin-11.8; see README, Supported servers). ~11 min here
-# (suites ~6, conformance ~4); on a fresh machine the Debian 13 root (~5 min) and the
-# 11.8 plugin build (its own cargo target folder, target/build-11.8) come first.
+# plugin build in target/plugin-11.8; see README, Supported servers), and the tests
+# compared with InnoDB, main.vector on TidesDB. ~13 min here (suites ~6, conformance ~4,
+# vs InnoDB ~1.5, main.vector ~0.7); on a fresh machine the Debian 13 root (~5 min) and
+# the 11.8 plugin build (its own cargo target folder, target/build-11.8) come first.
 test-11.8:
-	$(MAKE) MARIADB=11.8 test-mtr test-conformance
+	$(MAKE) MARIADB=11.8 test-mtr test-conformance test-vs-innodb test-vector-conformance
+
+# MariaDB's own main.vector as a [tidesdb] combination beside its innodb, myisam and
+# aria ones (11.8 only; mysql-test-11.8/main/vector,tidesdb.rdiff; ~40 s).
+.PHONY: test-vector-conformance
+test-vector-conformance:
+	$(MAKE) MARIADB=11.8 plugin
+	@MARIADB=11.8 bash scripts/test-vector-conformance.sh
+
+# The tidesdb tests whose result must be InnoDB's (scripts/mtr-vs-innodb.tests), run
+# with InnoDB on the same server and compared (~1.5 min on either server).
+.PHONY: test-vs-innodb
+test-vs-innodb: plugin
+	@bash scripts/mtr-vs-innodb.sh --listed
 
 # Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
 # replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,
@@ -158,9 +172,11 @@ stress: plugin
 
 # TidesDB vs InnoDB vs MyRocks on a server of its own (target/bench/<profile>/var,
 # port 3420): large values, concurrent inserts, sysbench, spatial/full-text, on-disk
-# size. Writes target/bench/<profile>/results.{json,csv} + charts and regenerates
-# docs/BENCHMARKS.md + docs/bench/. BENCH_ARGS=--direct-io for O_DIRECT reads
-# (InnoDB, MyRocks). matplotlib comes from Debian's python3-matplotlib.
+# size, VECTOR INDEX (11.8 only). Writes target/bench/<profile>/results.{json,csv} +
+# charts and regenerates docs/BENCHMARKS.md + docs/bench/ (MARIADB=11.8:
+# target/bench/<profile>-11.8, docs/BENCHMARKS-11.8.md + docs/bench-11.8/).
+# BENCH_ARGS=--direct-io for O_DIRECT reads (InnoDB, MyRocks); BENCH_ARGS="--only vec"
+# for one section. matplotlib comes from Debian's python3-matplotlib.
 BENCH_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 BENCH_ARGS ?=
 bench-quick: plugin

@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -19,6 +19,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
   iib  insert benchmark, 3 secondary indexes, rows/s over time (scripts/bench_iibench.py)
   sbw  sysbench writes at 8-128 threads, durable and relaxed, CPU and disk bytes per
        transaction (scripts/bench_sbwrites.py)
+  vec  VECTOR INDEX build time, LIMIT 10 nearest-neighbour q/s and recall@10 (MariaDB 11.8
+       only; skipped on 10.11; scripts/bench_vector.py)
 """
 import argparse
 import bisect
@@ -40,6 +42,7 @@ from mariadb_client import Conn, Server, ROOT  # noqa: E402
 import bench_fulltext  # noqa: E402
 import bench_iibench  # noqa: E402
 import bench_sbwrites  # noqa: E402
+import bench_vector  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
@@ -50,6 +53,7 @@ COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMOR
 FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
+ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec"      # the sections, in the order they run
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
@@ -58,20 +62,23 @@ PROFILES = {
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
                   gis_rows=0, gis_secs=1.5,
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000,
-                  sbw_rows=10000, sbw_secs=3, sbw_warm=1, sbw_threads=[8, 128]),
+                  sbw_rows=10000, sbw_secs=3, sbw_warm=1, sbw_threads=[8, 128],
+                  vec_rows=10000, vec_dims=64, vec_clusters=50, vec_queries=500, vec_secs=3.0),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
                   gis_rows=5000, gis_secs=0.3,
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000,
-                  sbw_rows=1000, sbw_secs=1, sbw_warm=1, sbw_threads=[8]),
+                  sbw_rows=1000, sbw_secs=1, sbw_warm=1, sbw_threads=[8],
+                  vec_rows=600, vec_dims=16, vec_clusters=8, vec_queries=60, vec_secs=0.3),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
                  gis_rows=0, gis_secs=5.0,
                  fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000,
-                 sbw_rows=100000, sbw_secs=10, sbw_warm=2, sbw_threads=[8, 32, 128]),
+                 sbw_rows=100000, sbw_secs=10, sbw_warm=2, sbw_threads=[8, 32, 128],
+                 vec_rows=20000, vec_dims=96, vec_clusters=100, vec_queries=500, vec_secs=10.0),
 }
 
 CACHE = "256M"
@@ -937,6 +944,10 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
           "make bench-quick" if out["profile_name"] == "quick" else "make bench", out["started"], out["profile_name"],
           out["commit"], os.path.relpath(run_dir, ROOT)))
     A("")
+    if out.get("only", ALL_STEPS) != ALL_STEPS:
+        A("**Sections run: %s only** (`--only %s`); the other sections and the goals have no figures in this run." % (
+            out["only"], out["only"]))
+        A("")
     A("**Noise warning.** The machine (%s, %s CPUs, %s MiB RAM) is shared with other engineers who compile and "
       "test on it: load average at start %s. Single runs of a few seconds each; differences under ~20%% are "
       "not meaningful. Clients are Python (large values, inserts) or sysbench on the same 2 cores as the server." % (
@@ -1122,6 +1133,7 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
     bench_fulltext.markdown(sys.modules[__name__], out, A)
     bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
     bench_sbwrites.markdown(sys.modules[__name__], out, A)
+    bench_vector.markdown(sys.modules[__name__], out, A)
     A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
     A("")
     A("## Goals from the issue (this run)")
@@ -1211,6 +1223,7 @@ def summary(out):
             for m in ("qps", "p99_ms"):
                 items.append(("gis %s %s %s" % (fn, size, m), lambda l, k="%s/%s" % (fn, size), m=m:
                               gis.get(l, {}).get("spatial", {}).get("queries", {}).get(k, {}).get(m)))
+    items += bench_vector.summary_items(out)
     for name, fn in items:
         v = {lab: fn(lab) for lab in ("InnoDB", "TidesDB", "MyRocks")}
         if all(x is None for x in v.values()):
@@ -1235,8 +1248,7 @@ def main():
     ap.add_argument("--port", type=int, default=3420)
     ap.add_argument("--docs", action="store_true", help="regenerate docs/BENCHMARKS.md and docs/bench/*.png")
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
-    ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib,sbw",
-                    help="comma-separated subset of lv,ins,sb,gis,fts,iib,sbw")
+    ap.add_argument("--only", default=ALL_STEPS, help="comma-separated subset of " + ALL_STEPS)
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
     ap.add_argument("--plugin", help="the ha_tidesdb.so to benchmark (default target/plugin/ha_tidesdb.so), "
                                      "e.g. an older build for a before/after pair")
@@ -1279,7 +1291,7 @@ def main():
     out = dict(profile_name=a.profile, run=run, profile=P, port=a.port, mariadb=series,
                started=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), commit=git_rev(),
                plugin_sha256=hashlib.sha256(open(plugin, "rb").read()).hexdigest(),
-               machine=machine_info(), extra_cnf=extra, direct_io=a.direct_io, seed=SEED)
+               machine=machine_info(), extra_cnf=extra, direct_io=a.direct_io, seed=SEED, only=a.only)
     try:
         out["sysbench_version"] = subprocess.run(["sysbench", "--version"], capture_output=True, text=True).stdout.strip()
     except OSError:
@@ -1304,7 +1316,8 @@ def main():
                          ("gis", bench_gis_fts),
                          ("fts", lambda srv, P, out: bench_fulltext.run(sys.modules[__name__], srv, P, out)),
                          ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out)),
-                         ("sbw", lambda srv, P, out: bench_sbwrites.run(sys.modules[__name__], srv, P, out))):
+                         ("sbw", lambda srv, P, out: bench_sbwrites.run(sys.modules[__name__], srv, P, out)),
+                         ("vec", lambda srv, P, out: bench_vector.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:

@@ -12,6 +12,8 @@
 # a difference there is a failure too.
 #
 # Usage: scripts/mtr-vs-innodb.sh [test names, e.g. tidesdb.ddl]; default: all.
+#        scripts/mtr-vs-innodb.sh --listed: the tests of scripts/mtr-vs-innodb.tests,
+#        those whose result must be InnoDB's (`make test-vs-innodb`).
 # Exit status: 0 when every result matches InnoDB, 1 otherwise.
 # MARIADB=11.8: on the 11.8 server (scripts/mtr.sh), against the 11.8 result where
 # mysql-test-11.8/tidesdb/r/ has one.
@@ -24,6 +26,10 @@ case "${MARIADB:-10.11}" in
 esac
 SCRATCH=$ROOT/target/mtr-innodb$SFX
 SUITE=tidesdb
+if [ "${1:-}" = --listed ]; then
+  shift
+  set -- "$@" $(sed -e 's/#.*//' "$ROOT/scripts/mtr-vs-innodb.tests")
+fi
 
 rm -rf "$SCRATCH/tests"
 mkdir -p "$SCRATCH/tests"
@@ -36,13 +42,18 @@ grep -q -- '--default-storage-engine=InnoDB' "$S/suite.opt" || {
 }
 rm -f "$S"/r/*.result "$S"/r/*.reject
 
-# mtr records only named tests.
-args=("$@")
+# Options (--mtr-build-thread=N, ...) go to mtr; mtr records only named tests.
+opts=()
+names=()
+for a in "$@"; do
+  case $a in --*) opts+=("$a") ;; *) names+=("$a") ;; esac
+done
+args=("${names[@]}")
 if [ ${#args[@]} -eq 0 ]; then
   for t in "$S"/t/*.test; do args+=("$SUITE.$(basename "$t" .test)"); done
 fi
 MTR_ROOT=$SCRATCH/mtr-root MTR_TEST_DIR=$SCRATCH/tests MTR_VAR=$SCRATCH/var MTR_RESULTS_OVERLAY=none \
-  bash "$ROOT/scripts/mtr.sh" --record --enable-disabled "${args[@]}" >"$SCRATCH/mtr.log" 2>&1
+  bash "$ROOT/scripts/mtr.sh" --record --enable-disabled "${opts[@]}" "${args[@]}" >"$SCRATCH/mtr.log" 2>&1
 mtr_rc=$?
 grep -E '^\S+\s+w[0-9]+ \[|^Completed|^Failed|fail' "$SCRATCH/mtr.log" | grep -v '^worker' || true
 [ $mtr_rc -eq 0 ] || echo "mtr-vs-innodb: the InnoDB run failed (rc $mtr_rc), see $SCRATCH/mtr.log"
@@ -51,7 +62,7 @@ rc=$mtr_rc
 n=0
 for t in "$S"/t/*.test; do
   name=$(basename "$t" .test)
-  if [ "$#" -gt 0 ] && ! printf '%s\n' "$@" | grep -qx "$SUITE.$name"; then continue; fi
+  if [ ${#names[@]} -gt 0 ] && ! printf '%s\n' "${names[@]}" | grep -qx "$SUITE.$name"; then continue; fi
   n=$((n + 1))
   mine=$ROOT/mysql-test/$SUITE/r/$name.result
   if [ -n "$SFX" ] && [ -f "$ROOT/mysql-test$SFX/$SUITE/r/$name.result" ]; then
