@@ -102,7 +102,7 @@ test-backup: plugin
 	python3 scripts/test-backup.py $(TEST_BACKUP_ARGS)
 
 # Everything CI checks.
-test: lint test-rust test-shim-compat test-mtr test-conformance test-diskfull test-backup test-galera test-stress-crash test-force-recovery test-deb test-docker test-11.8
+test: lint test-rust test-shim-compat test-mtr test-vs-innodb test-conformance test-diskfull test-backup test-galera test-stress-crash test-force-recovery test-deb test-docker test-11.8
 
 # handler-shim/server_compat.h's handlerton adapter on the slot shapes of 10.11 and
 # 11.8 (1 s, no server).
