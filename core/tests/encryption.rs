@@ -444,7 +444,20 @@ fn a_family_switched_to_a_key_at_open_is_rewritten() {
         db.close().unwrap();
     }
     // Taken off: rewritten in the clear.
-    let db = Db::open(d.path(), with(None, Some(keys))).unwrap();
-    check(&db);
-    assert!(!files_with(d.path(), SECRET).is_empty());
+    {
+        let db = Db::open(d.path(), with(None, Some(keys.clone()))).unwrap();
+        check(&db);
+        assert!(!files_with(d.path(), SECRET).is_empty());
+        db.close().unwrap();
+    }
+    // A listed family created later takes the key too.
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), with(Some(1), Some(keys))).unwrap();
+    let cf = db.create_cf("meta", CfOptions::default()).unwrap();
+    assert_eq!(cf.options().encryption_key, Some(1));
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"SECRETNEW", b"x").unwrap();
+    t.commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(files_with(d.path(), b"SECRETNEW"), Vec::<String>::new());
 }

@@ -223,8 +223,18 @@ impl Db {
     }
 
     /// Creates a column family (durable before returning). An encrypted one
-    /// needs its key (`Error::KeyUnavailable`).
-    pub fn create_cf(&self, name: &str, opts: CfOptions) -> Result<Cf> {
+    /// needs its key (`Error::KeyUnavailable`). A family named in
+    /// `DbOptions::family_encryption` takes the key given there.
+    pub fn create_cf(&self, name: &str, mut opts: CfOptions) -> Result<Cf> {
+        if let Some((_, key)) = self
+            .inner()
+            .opts
+            .family_encryption
+            .iter()
+            .find(|(n, _)| n == name)
+        {
+            opts.encryption_key = *key;
+        }
         self.check_new_encryption(name, &opts)?;
         self.inner().create_cf(name, opts)
     }

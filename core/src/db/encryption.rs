@@ -27,13 +27,12 @@ impl Db {
         }
     }
 
-    /// `Ok` if `cf` is in the clear, or its key (latest version) is available
-    /// and every table file of it opened with its key; else
-    /// `Error::KeyUnavailable` naming a file (or the family) and the key.
+    /// `Ok` if every table file of `cf` opened with its key and the family's
+    /// own key (latest version), if it has one, is available; else
+    /// `Error::KeyUnavailable` naming a file (or the family) and the key. (A
+    /// family in the clear may still have encrypted files: one whose key was
+    /// taken off, `DbOptions::family_encryption`, until they are rewritten.)
     pub fn check_encryption(&self, cf: &Cf) -> Result<()> {
-        let Some(key_id) = cf.inner.opts.encryption_key else {
-            return Ok(());
-        };
         let inner = self.inner();
         for f in cf.inner.current().levels.all() {
             if let Some(b) = &f.table.broken {
@@ -50,6 +49,9 @@ impl Db {
                 }
             }
         }
+        let Some(key_id) = cf.inner.opts.encryption_key else {
+            return Ok(());
+        };
         match inner.opts.keys.latest_version(key_id) {
             Some(_) => Ok(()),
             None => Err(Error::KeyUnavailable {
