@@ -461,3 +461,53 @@ fn a_family_switched_to_a_key_at_open_is_rewritten() {
     db.flush().unwrap();
     assert_eq!(files_with(d.path(), b"SECRETNEW"), Vec::<String>::new());
 }
+
+/// An encrypted WAL without its key: the open fails naming the segment and the
+/// key (its records' families are unknown until it is read); a segment holding
+/// no record needs no key.
+#[test]
+fn an_encrypted_log_without_its_key() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = Keys::with(1, 1);
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let cf = db.create_cf("plain", CfOptions::default()).unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+        drop(cf);
+    }
+    // Only the segment of the last open, without a record: opens without the key.
+    let wal_sizes = || -> Vec<u64> {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+            .map(|e| e.metadata().unwrap().len())
+            .collect()
+    };
+    assert_eq!(wal_sizes(), vec![64], "one encrypted segment, header only");
+    {
+        let db = Db::open(d.path(), opts(None, None)).unwrap();
+        db.close().unwrap();
+    }
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let cf = db.cf("plain").unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"k", CLEAR).unwrap();
+        t.commit().unwrap();
+        db.close().unwrap();
+    }
+    let e = Db::open(d.path(), opts(None, None)).err().expect("refused");
+    assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(".wal") && msg.contains("encrypted write-ahead log"),
+        "{msg}"
+    );
+    // With the key, the commit is there.
+    let db = Db::open(d.path(), opts(Some(keys), None)).unwrap();
+    let cf = db.cf("plain").unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    assert_eq!(t.get(&cf, b"k").unwrap(), Some(CLEAR.to_vec()));
+}

@@ -167,7 +167,24 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
         ));
     }
     let read_only = opts.force_recovery > 0;
-    let db = Db::open(dir, options)?;
+    let db = Db::open(dir, options).map_err(|e| {
+        let wal = matches!(&e, tidesdb_core::Error::KeyUnavailable { file, .. }
+            if file.extension().is_some_and(|x| x == "wal"));
+        let e = FfiError::from(e);
+        match wal {
+            true => FfiError::new(
+                e.status,
+                format!(
+                    "{}; it was written with tidesdb_encrypt_log=ON: start with the key \
+                     management plugin and key {} (then once with tidesdb_encrypt_log=OFF \
+                     to leave the log in the clear)",
+                    e.message,
+                    crate::encryption::LOG_KEY_ID
+                ),
+            ),
+            false => e,
+        }
+    })?;
     let catalog_key_error = |e: FfiError| match e.status {
         Status::KeyUnavailable => FfiError::new(
             e.status,

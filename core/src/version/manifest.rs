@@ -41,7 +41,11 @@
 //! (`DbOptions::force_recovery` 3, `load_salvaging`).
 //!
 //! A new manifest is started with a full snapshot of the state at every open
-//! and when the current one grows past 4 MiB.
+//! and when the current one grows past 4 MiB, and after the rewrite of a family
+//! whose key was set at open (`DbOptions::family_encryption`, the server's
+//! catalog: the snapshot records that key with tag 17 as for a created family;
+//! the roll drops the old manifest's key ranges of the rewritten clear files).
+//! No tag is specific to that, so the format has no version bump.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{Error, Result};
