@@ -595,6 +595,7 @@ static int tidesdb_init(void *p) {
   opts.use_direct_reads = sysvar_use_direct_reads ? 1 : 0;
   opts.force_recovery = sysvar_force_recovery;
   opts.encrypt_log = sysvar_encrypt_log ? 1 : 0;
+  opts.encrypt_catalog = tidesdb_encrypt_tables != TIDESDB_ENCRYPT_OFF ? 1 : 0;
   opts.key_latest_version = server_key_latest_version;
   opts.key_get = server_key_get;
   tdb_ft_set_min_token_size(sysvar_ft_min_token_size);

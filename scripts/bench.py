@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec,enc]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -21,6 +21,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
        transaction (scripts/bench_sbwrites.py)
   vec  VECTOR INDEX build time, LIMIT 10 nearest-neighbour q/s and recall@10 (MariaDB 11.8
        only; skipped on 10.11; scripts/bench_vector.py)
+  enc  encryption at rest: TidesDB and InnoDB, a write + read workload in the clear and
+       encrypted (file_key_management; scripts/bench_encryption.py)
 """
 import argparse
 import bisect
@@ -43,6 +45,7 @@ import bench_fulltext  # noqa: E402
 import bench_iibench  # noqa: E402
 import bench_sbwrites  # noqa: E402
 import bench_vector  # noqa: E402
+import bench_encryption  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
@@ -53,7 +56,7 @@ COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMOR
 FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
-ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec"      # the sections, in the order they run
+ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec,enc"      # the sections, in the order they run
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
@@ -63,7 +66,8 @@ PROFILES = {
                   gis_rows=0, gis_secs=1.5,
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000,
                   sbw_rows=10000, sbw_secs=3, sbw_warm=1, sbw_threads=[8, 128],
-                  vec_rows=10000, vec_dims=64, vec_clusters=50, vec_queries=500, vec_secs=3.0),
+                  vec_rows=10000, vec_dims=64, vec_clusters=50, vec_queries=500, vec_secs=3.0,
+                  enc_rows=20000, enc_secs=2.0, enc_rounds=2),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
@@ -71,14 +75,16 @@ PROFILES = {
                   gis_rows=5000, gis_secs=0.3,
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000,
                   sbw_rows=1000, sbw_secs=1, sbw_warm=1, sbw_threads=[8],
-                  vec_rows=600, vec_dims=16, vec_clusters=8, vec_queries=60, vec_secs=0.3),
+                  vec_rows=600, vec_dims=16, vec_clusters=8, vec_queries=60, vec_secs=0.3,
+                  enc_rows=2000, enc_secs=0.3, enc_rounds=1),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
                  gis_rows=0, gis_secs=5.0,
                  fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000,
                  sbw_rows=100000, sbw_secs=10, sbw_warm=2, sbw_threads=[8, 32, 128],
-                 vec_rows=20000, vec_dims=96, vec_clusters=100, vec_queries=500, vec_secs=10.0),
+                 vec_rows=20000, vec_dims=96, vec_clusters=100, vec_queries=500, vec_secs=10.0,
+                 enc_rows=200000, enc_secs=10.0, enc_rounds=3),
 }
 
 CACHE = "256M"
@@ -1134,6 +1140,7 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
     bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
     bench_sbwrites.markdown(sys.modules[__name__], out, A)
     bench_vector.markdown(sys.modules[__name__], out, A)
+    bench_encryption.markdown(sys.modules[__name__], out, A)
     A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
     A("")
     A("## Goals from the issue (this run)")
@@ -1224,6 +1231,10 @@ def summary(out):
                 items.append(("gis %s %s %s" % (fn, size, m), lambda l, k="%s/%s" % (fn, size), m=m:
                               gis.get(l, {}).get("spatial", {}).get("queries", {}).get(k, {}).get(m)))
     items += bench_vector.summary_items(out)
+    enc = out.get("encryption", {}).get("engines", {})
+    for k in ("load_rows_s", "cold_scan_rows_s", "point_qps", "k_range_qps"):
+        for pas in bench_encryption.PASSES:
+            items.append(("enc %s %s" % (k, pas), lambda l, k=k, pas=pas: enc.get(l, {}).get(pas, {}).get(k)))
     for name, fn in items:
         v = {lab: fn(lab) for lab in ("InnoDB", "TidesDB", "MyRocks")}
         if all(x is None for x in v.values()):
@@ -1317,7 +1328,8 @@ def main():
                          ("fts", lambda srv, P, out: bench_fulltext.run(sys.modules[__name__], srv, P, out)),
                          ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out)),
                          ("sbw", lambda srv, P, out: bench_sbwrites.run(sys.modules[__name__], srv, P, out)),
-                         ("vec", lambda srv, P, out: bench_vector.run(sys.modules[__name__], srv, P, out))):
+                         ("vec", lambda srv, P, out: bench_vector.run(sys.modules[__name__], srv, P, out)),
+                         ("enc", lambda srv, P, out: bench_encryption.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:

@@ -212,7 +212,7 @@ def markdown(B, out, A):
     vec = out.get("vector")
     if not vec:
         return
-    A("## 8. Vector search (VECTOR INDEX, MariaDB 11.7 and later)")
+    A("## 9. Vector search (VECTOR INDEX, MariaDB 11.7 and later)")
     A("")
     if vec.get("skipped"):
         A("Skipped in this run: %s." % vec["skipped"])

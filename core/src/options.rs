@@ -65,6 +65,14 @@ pub struct DbOptions {
     /// under a process-local random key when this is set or their column
     /// family is encrypted.
     pub log_encryption_key: Option<u32>,
+    /// Column families whose encryption is set by the caller at every open
+    /// rather than fixed at creation (the server's catalog: encrypted while
+    /// `tidesdb_encrypt_tables` is on): `(name, key id or None)`. A listed
+    /// family that exists gets that key in its options (recorded in the new
+    /// manifest as a created family's would be), and its table files written
+    /// otherwise are rewritten before `open` returns (`db/encryption.rs`).
+    /// Ignored read-only (`force_recovery`): files say how they are written.
+    pub family_encryption: Vec<(String, Option<u32>)>,
 }
 
 impl Default for DbOptions {
@@ -78,6 +86,7 @@ impl Default for DbOptions {
             force_recovery: 0,
             keys: crate::crypto::Keyring::default(),
             log_encryption_key: None,
+            family_encryption: Vec::new(),
         }
     }
 }

@@ -378,3 +378,136 @@ fn unencrypted_databases_are_unchanged() {
     assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
     assert!(db.cf("enc").is_none());
 }
+
+/// `DbOptions::family_encryption` (the server's catalog under
+/// `tidesdb_encrypt_tables`): a family written in the clear is rewritten under
+/// the key at the open that asks for it (nothing of it left in any file, the
+/// manifest's record of its key range included), reads back, needs the key at
+/// every later open, and is rewritten in the clear again when the key is taken
+/// off it.
+#[test]
+fn a_family_switched_to_a_key_at_open_is_rewritten() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = Keys::with(1, 1);
+    let with = |key: Option<u32>, keys: Option<Arc<Keys>>| DbOptions {
+        family_encryption: vec![("meta".to_string(), key)],
+        ..opts(keys, Some(1))
+    };
+    let check = |db: &Db| {
+        let cf = db.cf("meta").unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..300u32 {
+            let (k, v) = row(i);
+            assert_eq!(t.get(&cf, &k).unwrap(), Some(v), "row {i}");
+        }
+    };
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let cf = db.create_cf("meta", CfOptions::default()).unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..300u32 {
+            let (k, v) = row(i);
+            t.put(&cf, &k, &v).unwrap();
+        }
+        t.commit().unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    assert!(!files_with(d.path(), SECRET).is_empty());
+    {
+        let db = Db::open(d.path(), with(Some(1), Some(keys.clone()))).unwrap();
+        assert_eq!(files_with(d.path(), SECRET), Vec::<String>::new());
+        check(&db);
+        // New writes too.
+        let cf = db.cf("meta").unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"SECRETNEW", b"x").unwrap();
+        t.commit().unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    for s in [SECRET, b"SECRETNEW"] {
+        assert_eq!(files_with(d.path(), s), Vec::<String>::new(), "{s:?}");
+    }
+    // Asked for without the key: refused at open, naming the family and key.
+    let e = Db::open(d.path(), with(Some(1), None))
+        .err()
+        .expect("refused");
+    assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+    assert!(e.to_string().contains("meta"), "{e}");
+    // The setting persists in the manifest (an open without the option reads it).
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        check(&db);
+        let cf = db.cf("meta").unwrap();
+        assert_eq!(cf.options().encryption_key, Some(1));
+        db.close().unwrap();
+    }
+    // Taken off: rewritten in the clear.
+    {
+        let db = Db::open(d.path(), with(None, Some(keys.clone()))).unwrap();
+        check(&db);
+        assert!(!files_with(d.path(), SECRET).is_empty());
+        db.close().unwrap();
+    }
+    // A listed family created later takes the key too.
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), with(Some(1), Some(keys))).unwrap();
+    let cf = db.create_cf("meta", CfOptions::default()).unwrap();
+    assert_eq!(cf.options().encryption_key, Some(1));
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"SECRETNEW", b"x").unwrap();
+    t.commit().unwrap();
+    db.flush().unwrap();
+    assert_eq!(files_with(d.path(), b"SECRETNEW"), Vec::<String>::new());
+}
+
+/// An encrypted WAL without its key: the open fails naming the segment and the
+/// key (its records' families are unknown until it is read); a segment holding
+/// no record needs no key.
+#[test]
+fn an_encrypted_log_without_its_key() {
+    let d = tempfile::tempdir().unwrap();
+    let keys = Keys::with(1, 1);
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let cf = db.create_cf("plain", CfOptions::default()).unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+        drop(cf);
+    }
+    // Only the segment of the last open, without a record: opens without the key.
+    let wal_sizes = || -> Vec<u64> {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".wal"))
+            .map(|e| e.metadata().unwrap().len())
+            .collect()
+    };
+    assert_eq!(wal_sizes(), vec![64], "one encrypted segment, header only");
+    {
+        let db = Db::open(d.path(), opts(None, None)).unwrap();
+        db.close().unwrap();
+    }
+    {
+        let db = Db::open(d.path(), opts(Some(keys.clone()), Some(1))).unwrap();
+        let cf = db.cf("plain").unwrap();
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"k", CLEAR).unwrap();
+        t.commit().unwrap();
+        db.close().unwrap();
+    }
+    let e = Db::open(d.path(), opts(None, None)).err().expect("refused");
+    assert!(matches!(e, Error::KeyUnavailable { key_id: 1, .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(".wal") && msg.contains("encrypted write-ahead log"),
+        "{msg}"
+    );
+    // With the key, the commit is there.
+    let db = Db::open(d.path(), opts(Some(keys), None)).unwrap();
+    let cf = db.cf("plain").unwrap();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    assert_eq!(t.get(&cf, b"k").unwrap(), Some(CLEAR.to_vec()));
+}

@@ -68,6 +68,7 @@ struct tdb_engine_options {
   uint32_t use_direct_reads;    /* 0 or 1 */
   uint32_t force_recovery;      /* tidesdb_force_recovery: 0 = off, 1..3 = read-only levels */
   uint32_t encrypt_log;         /* tidesdb_encrypt_log: 1 = new WAL segments encrypted (key 1) */
+  uint32_t encrypt_catalog;     /* tidesdb_encrypt_tables != OFF: 1 = the catalog encrypted (key 1) */
   /* The server's key management (encryption_key_get_latest_version / encryption_key_get);
      NULL without a plugin: encrypted tables are then refused with TDB_KEY_UNAVAILABLE. */
   uint32_t (*key_latest_version)(uint32_t key_id);

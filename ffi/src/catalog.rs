@@ -50,6 +50,9 @@ const CATALOG_CF: &str = "__catalog";
 const MIRROR_CF: &str = "__catalog_mirror";
 /// In the mirror: present once the mirror holds every table entry (its first fill
 /// and this key are one transaction).
+/// The catalog's families: encrypted with key 1 while `tidesdb_encrypt_tables` is
+/// ON or FORCE (`DbOptions::family_encryption`, set at every start).
+pub const CATALOG_FAMILIES: [&str; 2] = [CATALOG_CF, MIRROR_CF];
 const MIRROR_COMPLETE_KEY: &[u8] = b"mirror_complete";
 const NEXT_ID_KEY: &[u8] = b"next_table_id";
 const TABLE_PREFIX: &[u8] = b"table/";

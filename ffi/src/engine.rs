@@ -49,6 +49,11 @@ pub struct EngineOptions {
     /// `tidesdb_encrypt_log`: 1 = new WAL segments (and prepared spill files
     /// of unencrypted tables) are encrypted with key `encryption::LOG_KEY_ID`.
     pub encrypt_log: u32,
+    /// `tidesdb_encrypt_tables` != OFF at start: 1 = the catalog's families
+    /// (table names and definitions) are written with key
+    /// `encryption::LOG_KEY_ID`; 0 = in the clear (files written otherwise
+    /// are rewritten at open either way).
+    pub encrypt_catalog: u32,
     /// The server's key management (NULL: no plugin; encrypted tables refused).
     pub key_latest_version: Option<crate::encryption::LatestVersionFn>,
     pub key_get: Option<crate::encryption::KeyGetFn>,
@@ -114,7 +119,30 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
         force_recovery: u8::try_from(opts.force_recovery).unwrap_or(u8::MAX),
         keys: crate::encryption::keyring(opts.key_latest_version, opts.key_get),
         log_encryption_key: (opts.encrypt_log != 0).then_some(crate::encryption::LOG_KEY_ID),
+        family_encryption: crate::catalog::CATALOG_FAMILIES
+            .iter()
+            .map(|name| {
+                let key = (opts.encrypt_catalog != 0).then_some(crate::encryption::LOG_KEY_ID);
+                (name.to_string(), key)
+            })
+            .collect(),
     };
+    if opts.encrypt_catalog != 0
+        && options
+            .keys
+            .latest_version(crate::encryption::LOG_KEY_ID)
+            .is_none()
+    {
+        return Err(FfiError::new(
+            Status::KeyUnavailable,
+            format!(
+                "tidesdb_encrypt_tables=ON or FORCE encrypts the engine's catalog with \
+                 encryption key {} from a key management plugin (e.g. file_key_management), \
+                 and there is none",
+                crate::encryption::LOG_KEY_ID
+            ),
+        ));
+    }
     if opts.encrypt_log != 0
         && options
             .keys
@@ -139,8 +167,42 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
         ));
     }
     let read_only = opts.force_recovery > 0;
-    let db = Db::open(dir, options)?;
-    let catalog = Catalog::open(&db, read_only)?;
+    let db = Db::open(dir, options).map_err(|e| {
+        let wal = matches!(&e, tidesdb_core::Error::KeyUnavailable { file, .. }
+            if file.extension().is_some_and(|x| x == "wal"));
+        let e = FfiError::from(e);
+        match wal {
+            true => FfiError::new(
+                e.status,
+                format!(
+                    "{}; it was written with tidesdb_encrypt_log=ON: start with the key \
+                     management plugin and key {} (then once with tidesdb_encrypt_log=OFF \
+                     to leave the log in the clear)",
+                    e.message,
+                    crate::encryption::LOG_KEY_ID
+                ),
+            ),
+            false => e,
+        }
+    })?;
+    let catalog_key_error = |e: FfiError| match e.status {
+        Status::KeyUnavailable => FfiError::new(
+            e.status,
+            format!(
+                "the catalog (table names and definitions) is encrypted, written while \
+                 tidesdb_encrypt_tables was ON or FORCE, and cannot be read: {}",
+                e.message
+            ),
+        ),
+        _ => e,
+    };
+    for name in crate::catalog::CATALOG_FAMILIES {
+        if let Some(cf) = db.cf(name) {
+            db.check_encryption(&cf)
+                .map_err(|e| catalog_key_error(e.into()))?;
+        }
+    }
+    let catalog = Catalog::open(&db, read_only).map_err(catalog_key_error)?;
     let fks = ForeignKeys::default();
     if !read_only {
         fks.purge_orphans(&db, catalog.cf(), &catalog.list_tables(&db)?)?;

@@ -207,9 +207,11 @@ impl Db {
     /// Replayed data is flushed to table files before `open` returns.
     pub fn open(dir: impl AsRef<Path>, opts: DbOptions) -> Result<Db> {
         let inner = DbInner::open(dir.as_ref(), opts)?;
-        Ok(Db {
+        let db = Db {
             owner: Arc::new(DbOwner { inner }),
-        })
+        };
+        db.rewrite_for_family_encryption()?;
+        Ok(db)
     }
 
     pub(crate) fn inner(&self) -> &Arc<DbInner> {
@@ -217,8 +219,18 @@ impl Db {
     }
 
     /// Creates a column family (durable before returning). An encrypted one
-    /// needs its key (`Error::KeyUnavailable`).
-    pub fn create_cf(&self, name: &str, opts: CfOptions) -> Result<Cf> {
+    /// needs its key (`Error::KeyUnavailable`). A family named in
+    /// `DbOptions::family_encryption` takes the key given there.
+    pub fn create_cf(&self, name: &str, mut opts: CfOptions) -> Result<Cf> {
+        if let Some((_, key)) = self
+            .inner()
+            .opts
+            .family_encryption
+            .iter()
+            .find(|(n, _)| n == name)
+        {
+            opts.encryption_key = *key;
+        }
         self.check_new_encryption(name, &opts)?;
         self.inner().create_cf(name, opts)
     }
@@ -991,6 +1003,9 @@ impl DbInner {
         let read_only = level > 0;
         let mut notes = Vec::new();
         let (mut state, old_manifest) = recover_manifest(dir, &names, level, &mut notes)?;
+        if !read_only {
+            crate::db::encryption::set_family_encryption(dir, &mut state, &opts)?;
+        }
         let max_on_disk = max_file_no_on_disk(&names);
         let next_file = AtomicU64::new(state.next_file.max(max_on_disk + 1).max(1));
         let uid = DB_UID.fetch_add(1, Ordering::Relaxed);
@@ -1347,6 +1362,22 @@ impl DbInner {
         // A write the writer could cut back (no space, ...) leaves the
         // manifest whole: the edit simply did not happen. Anything else
         // (fsync) refuses writes until reopen.
+        if r.is_err() && w.broken {
+            self.poison();
+        }
+        r?;
+        *st = st2;
+        Ok(())
+    }
+
+    /// Starts a new manifest from the current state (`ManifestWriter::roll`).
+    pub(crate) fn roll_manifest(&self) -> Result<()> {
+        let mut m = self.manifest.lock();
+        let (w, st) = &mut *m;
+        let n = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let mut st2 = st.clone();
+        st2.next_file = st2.next_file.max(self.next_file.load(Ordering::SeqCst));
+        let r = w.roll(&st2, n);
         if r.is_err() && w.broken {
             self.poison();
         }

@@ -33,6 +33,10 @@
 //! the header's magic and checksum. No zeros are written ahead
 //! (`PREFILL_BYTES`): a torn tail is a partial or mismatching final record.
 //! Record offsets are file offsets either way (value locations, `WalLoc`).
+//! An encrypted segment cannot be replayed without its key, and which
+//! families its records belong to is unknown until it is: the open fails
+//! (`Error::KeyUnavailable` naming the segment), unless nothing follows the
+//! header (no record to replay).
 //!
 //! How the commit leader writes a group (the bytes above do not depend on it):
 //! [`Frames`] holds the group's records in one buffer, except values of at
@@ -505,7 +509,31 @@ pub(crate) fn read_segment_with(
     let total = data.len() as u64;
     let mut pos: usize = 0;
     if data.len() >= HEADER_LEN && FileCipher::is_header(&data) {
-        let c = FileCipher::from_header(keys, &data[..HEADER_LEN], path, 0)?;
+        let c = match FileCipher::from_header(keys, &data[..HEADER_LEN], path, 0) {
+            // No record after the header: nothing to read, with or without
+            // the key (a segment started and closed without a commit).
+            Err(Error::KeyUnavailable { .. }) if data.len() == HEADER_LEN => {
+                return Ok(HEADER_LEN as u64)
+            }
+            Err(Error::KeyUnavailable {
+                file,
+                key_id,
+                key_version,
+                detail,
+            }) => {
+                return Err(Error::KeyUnavailable {
+                    file,
+                    key_id,
+                    key_version,
+                    detail: format!(
+                        "{detail} (an encrypted write-ahead log segment, which may hold \
+                         commits not yet in table files: the database cannot open without its \
+                         key)"
+                    ),
+                })
+            }
+            r => r?,
+        };
         c.apply(HEADER_LEN as u64, &mut data[HEADER_LEN..]);
         pos = HEADER_LEN;
     }

@@ -821,6 +821,11 @@ impl Table {
         self.cipher.is_some()
     }
 
+    /// The key id the file is encrypted with (`None`: in the clear).
+    pub(crate) fn encryption_key_id(&self) -> Option<u32> {
+        self.cipher.as_ref().map(|c| c.key_id)
+    }
+
     pub(crate) fn broken_error(&self) -> Error {
         match &self.broken {
             Some(b) => Error::corruption(

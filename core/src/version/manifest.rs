@@ -41,7 +41,11 @@
 //! (`DbOptions::force_recovery` 3, `load_salvaging`).
 //!
 //! A new manifest is started with a full snapshot of the state at every open
-//! and when the current one grows past 4 MiB.
+//! and when the current one grows past 4 MiB, and after the rewrite of a family
+//! whose key was set at open (`DbOptions::family_encryption`, the server's
+//! catalog: the snapshot records that key with tag 17 as for a created family;
+//! the roll drops the old manifest's key ranges of the rewritten clear files).
+//! No tag is specific to that, so the format has no version bump.
 
 use crate::coding::{put_bytes, put_varint, Reader};
 use crate::error::{Error, Result};
@@ -865,28 +869,37 @@ impl ManifestWriter {
     ) -> Result<()> {
         self.append_raw(ops)?;
         if self.size > ROLL_SIZE {
-            let n = alloc();
-            let Ok(mut nw) = ManifestWriter::create_unnamed(&self.dir, n, st) else {
-                return Ok(());
-            };
-            let name = manifest_name(n);
-            if let Err(e) =
-                crate::fsutil::atomic_write(&self.dir, "CURRENT", format!("{name}\n").as_bytes())
-            {
-                let cur = crate::io::read(self.dir.join("CURRENT")).unwrap_or_default();
-                if cur.strip_suffix(b"\n") == Some(name.as_bytes()) {
-                    // Renamed, but the directory fsync failed.
-                    nw.broken = true;
-                    let old = std::mem::replace(self, nw);
-                    remove_with_copy(&old.path);
-                    return Err(e);
-                }
-                remove_with_copy(&nw.path);
-                return Ok(());
-            }
-            let old = std::mem::replace(self, nw);
-            remove_with_copy(&old.path);
+            self.roll(st, alloc())?;
         }
+        Ok(())
+    }
+
+    /// Starts manifest `n` with a snapshot of `st`, points CURRENT at it and
+    /// removes this one (so records only the old one held, such as the key
+    /// ranges of files rewritten since, are gone). If the new one cannot be
+    /// written this one stays current (`Ok`: tried again later), unless
+    /// CURRENT was switched without being made durable (then `broken`).
+    pub(crate) fn roll(&mut self, st: &State, n: u64) -> Result<()> {
+        let Ok(mut nw) = ManifestWriter::create_unnamed(&self.dir, n, st) else {
+            return Ok(());
+        };
+        let name = manifest_name(n);
+        if let Err(e) =
+            crate::fsutil::atomic_write(&self.dir, "CURRENT", format!("{name}\n").as_bytes())
+        {
+            let cur = crate::io::read(self.dir.join("CURRENT")).unwrap_or_default();
+            if cur.strip_suffix(b"\n") == Some(name.as_bytes()) {
+                // Renamed, but the directory fsync failed.
+                nw.broken = true;
+                let old = std::mem::replace(self, nw);
+                remove_with_copy(&old.path);
+                return Err(e);
+            }
+            remove_with_copy(&nw.path);
+            return Ok(());
+        }
+        let old = std::mem::replace(self, nw);
+        remove_with_copy(&old.path);
         Ok(())
     }
 }
