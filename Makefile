@@ -21,7 +21,7 @@ PLUGIN_OUT := target/plugin
 RUST_OUT := target/release
 endif
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera bench-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
 
 all: plugin
 
@@ -135,8 +135,8 @@ test-vs-innodb: plugin
 
 # Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
 # replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,
-# a node joined by SST (wsrep_sst_method=tidesdb) under writes
-# (mysql-test/tidesdb_galera; ~4 min).
+# a node joined by SST (wsrep_sst_method=tidesdb) under writes, an SST user of its
+# own, parallel appliers (mysql-test/tidesdb_galera, 11 tests; ~3.5 min).
 test-galera: plugin
 	@bash scripts/setup-galera.sh
 	@bash tools/sst/test-joiner-checks.sh
@@ -184,6 +184,17 @@ bench-quick: plugin
 
 bench: plugin
 	$(BENCH_PYTHON) scripts/bench.py --profile full --docs $(BENCH_ARGS)
+	@if [ -n "$(BENCH_GALERA)" ]; then $(MAKE) bench-galera; fi
+
+# A 3-node Galera cluster on this machine (ports 3440-3449, target/bench-galera):
+# sysbench write throughput of TidesDB vs InnoDB tables through the cluster, to
+# one node and to all, and the conflict rate under a hot set; writes
+# docs/bench/galera.md (scripts/bench-galera.py; ~6 min). Not in make test;
+# `make bench BENCH_GALERA=1` runs it after the single-server bench.
+BENCH_GALERA_ARGS ?=
+bench-galera: plugin
+	@bash scripts/setup-galera.sh
+	$(BENCH_PYTHON) scripts/bench-galera.py --docs $(BENCH_GALERA_ARGS)
 
 # FULLTEXT against InnoDB on the same server (scripts/fulltext-diff.py): random
 # boolean / natural language / expansion queries over paragraphs of Debian's

@@ -58,7 +58,7 @@ pub use metrics::Metrics;
 pub use options::{
     CfOptions, CfStats, CommitOptions, Compression, DbOptions, Isolation, IterOptions, SyncMode,
 };
-pub use txn::lock::{CancelHandle, LockMode, LockWaitObserver};
+pub use txn::lock::{CancelHandle, LockMode, LockWaitObserver, WaiterRole};
 pub use txn::transaction::{GapLocker, Savepoint, Txn, TxnIter};
 pub use version::levels::Cf;
 

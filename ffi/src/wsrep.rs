@@ -25,7 +25,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 
-use tidesdb_core::{CancelHandle, Cf, CfOptions, Db, Isolation, IterOptions, LockMode, Txn};
+use tidesdb_core::{
+    CancelHandle, Cf, CfOptions, Db, Isolation, IterOptions, LockMode, Txn, WaiterRole,
+};
 
 use crate::engine::engine;
 use crate::raw;
@@ -348,15 +350,22 @@ pub fn unregister(id: u64) {
 /// The policy, as InnoDB's: a brute-force transaction never waits for a local
 /// one; each local holder it waits for is aborted (the server rolls it back and
 /// its client gets ER_LOCK_DEADLOCK). A brute-force holder is waited for (two
-/// appliers are ordered by the cluster's commit order).
-fn on_lock_wait(abort: AbortFn, me: u64, holders: &[u64]) {
+/// appliers are ordered by the cluster's commit order). A brute-force waiter is
+/// never a deadlock victim: a cycle through a local transaction (which waits for
+/// the applier while holding what the applier needs) is broken on the local
+/// side, since a failed applier would stop the node.
+fn on_lock_wait(abort: AbortFn, me: u64, holders: &[u64]) -> WaiterRole {
     // Held across the server call: a member's THD lives while it is listed
     // (a session unregisters before its THD goes away).
     let members = MEMBERS.lock();
-    let Some(m) = members.as_ref() else { return };
-    let Some(waiter) = m.get(&me) else { return };
+    let Some(m) = members.as_ref() else {
+        return WaiterRole::Ordinary;
+    };
+    let Some(waiter) = m.get(&me) else {
+        return WaiterRole::Ordinary;
+    };
     if !waiter.bf {
-        return;
+        return WaiterRole::Ordinary;
     }
     for h in holders {
         if let Some(victim) = m.get(h) {
@@ -370,6 +379,7 @@ fn on_lock_wait(abort: AbortFn, me: u64, holders: &[u64]) {
             }
         }
     }
+    WaiterRole::NeverVictim
 }
 
 /// # Safety

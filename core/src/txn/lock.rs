@@ -238,7 +238,20 @@ struct Gaps {
 /// have a holder rolled back; the waiter then re-checks the lock. Used by a
 /// replication applier that must not wait for local transactions (Galera's
 /// brute-force abort): the policy is the observer's, not the lock manager's.
-pub type LockWaitObserver = Arc<dyn Fn(u64, &[u64]) + Send + Sync>;
+/// It returns the waiter's [`WaiterRole`].
+pub type LockWaitObserver = Arc<dyn Fn(u64, &[u64]) -> WaiterRole + Send + Sync>;
+
+/// What a [`LockWaitObserver`] says of a waiting transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaiterRole {
+    /// Waits like any transaction: the victim if its wait would close a cycle.
+    Ordinary,
+    /// Never the victim of a deadlock: its wait stays in the wait-for graph, so
+    /// the other transactions of a cycle find the cycle and one of them gives
+    /// way (a replication applier, whose failure would stop the node; the
+    /// observer has already asked its local holders to abort).
+    NeverVictim,
+}
 
 pub(crate) struct LockManager {
     shards: Vec<Shard>,
@@ -301,7 +314,7 @@ impl LockManager {
     }
 
     /// Tells the observer, if any, that `me` waits for `blockers`, with `guard`
-    /// (a lock-manager mutex) released meanwhile. True if it was told (the
+    /// (a lock-manager mutex) released meanwhile. Its answer if it was told (the
     /// caller re-checks: the holders may be gone); `told` remembers the set.
     fn notify_wait<T>(
         &self,
@@ -309,17 +322,14 @@ impl LockManager {
         me: u64,
         blockers: &[u64],
         told: &mut Vec<u64>,
-    ) -> bool {
+    ) -> Option<WaiterRole> {
         if !self.has_observer.load(Ordering::SeqCst) || told.as_slice() == blockers {
-            return false;
+            return None;
         }
-        let Some(obs) = self.observer.read().clone() else {
-            return false;
-        };
+        let obs = self.observer.read().clone()?;
         told.clear();
         told.extend_from_slice(blockers);
-        MutexGuard::unlocked(guard, || obs(me, blockers));
-        true
+        Some(MutexGuard::unlocked(guard, || obs(me, blockers)))
     }
 
     /// Other transactions whose table lock on `cf` conflicts with `mode`.
@@ -654,7 +664,8 @@ impl LockManager {
     /// range): runs `attempt` under `guard` (the mutex `cv` is signalled
     /// under) until it returns no blocker, telling the observer of new
     /// blockers, failing with `Deadlock` when waiting would close a cycle
-    /// of the wait-for graph, `Cancelled` on cancellation and `LockTimeout`
+    /// of the wait-for graph (unless the observer made it
+    /// [`WaiterRole::NeverVictim`]), `Cancelled` on cancellation and `LockTimeout`
     /// after `timeout`; waits, deadlocks and timeouts are counted in the
     /// metrics. `on_wait` runs once, when the first blocker is found.
     /// Returns the outcome and whether the request waited.
@@ -672,6 +683,7 @@ impl LockManager {
         let deadline = Instant::now().checked_add(timeout);
         let mut waiting = false;
         let mut told = Vec::new();
+        let mut never_victim = false;
         let res = loop {
             let blockers = attempt(&mut **guard);
             if blockers.is_empty() {
@@ -682,10 +694,11 @@ impl LockManager {
                 on_wait(&mut **guard);
                 waiting = true;
             }
-            if self.notify_wait(guard, me, &blockers, &mut told) {
+            if let Some(role) = self.notify_wait(guard, me, &blockers, &mut told) {
+                never_victim |= role == WaiterRole::NeverVictim;
                 continue;
             }
-            if self.would_deadlock(me, &blockers) {
+            if !never_victim && self.would_deadlock(me, &blockers) {
                 crate::metrics::DEADLOCKS.inc();
                 break Err(Error::Deadlock);
             }
@@ -849,6 +862,7 @@ mod tests {
             if let Some(l) = weak.upgrade() {
                 l.unlock_all(holders[0], &[(7, b"k".to_vec())]);
             }
+            WaiterRole::Ordinary
         })));
         let no = AtomicBool::new(false);
         locks.lock(1, 7, b"k", LockMode::Exclusive, Duration::ZERO, &no)?;
@@ -864,6 +878,57 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(10));
         assert_eq!(*seen.lock(), vec![(2, vec![1])]);
         locks.set_observer(None);
+        Ok(())
+    }
+
+    /// A waiter the observer calls `NeverVictim` (a replication applier) is
+    /// not failed when its wait closes a cycle: the other member of the cycle
+    /// finds it on its next check and is the victim; once that one's locks are
+    /// released the applier gets its lock.
+    #[test]
+    fn a_never_victim_waiter_leaves_the_deadlock_to_the_other() -> Result<()> {
+        let lm = Arc::new(LockManager::new());
+        const APPLIER: u64 = 2;
+        lm.set_observer(Some(Arc::new(|me: u64, _: &[u64]| {
+            if me == APPLIER {
+                WaiterRole::NeverVictim
+            } else {
+                WaiterRole::Ordinary
+            }
+        })));
+        let no = AtomicBool::new(false);
+        lm.lock(APPLIER, 7, b"k2", LockMode::Exclusive, Duration::ZERO, &no)?;
+        lm.lock(1, 7, b"k1", LockMode::Exclusive, Duration::ZERO, &no)?;
+        let local = {
+            let lm = lm.clone();
+            std::thread::spawn(move || {
+                let cancel = AtomicBool::new(false);
+                let r = lm.lock(
+                    1,
+                    7,
+                    b"k2",
+                    LockMode::Exclusive,
+                    Duration::from_secs(60),
+                    &cancel,
+                );
+                lm.unlock_all(1, &[(7, b"k1".to_vec())]);
+                r
+            })
+        };
+        while !lm.waits_for.lock().contains_key(&1) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        lm.lock(
+            APPLIER,
+            7,
+            b"k1",
+            LockMode::Exclusive,
+            Duration::from_secs(60),
+            &no,
+        )?;
+        let r = local.join().expect("local thread");
+        assert!(matches!(r, Err(Error::Deadlock)), "{r:?}");
+        lm.unlock_all(APPLIER, &[(7, b"k1".to_vec()), (7, b"k2".to_vec())]);
         Ok(())
     }
 
