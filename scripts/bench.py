@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,oa]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -17,6 +17,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
        MBRContains / MBRIntersects windows of three sizes around random cities
   fts  full-text search over a real corpus (scripts/bench_fulltext.py)
   iib  insert benchmark, 3 secondary indexes, rows/s over time (scripts/bench_iibench.py)
+  oa   online ALTER TABLE ... FORCE of a table under a write load: writes/s before and
+       during it, its duration (InnoDB, TidesDB; scripts/bench_online_alter.py)
 """
 import argparse
 import bisect
@@ -37,6 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mariadb_client import Conn, Server, ROOT  # noqa: E402
 import bench_fulltext  # noqa: E402
 import bench_iibench  # noqa: E402
+import bench_online_alter  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
@@ -54,18 +57,21 @@ PROFILES = {
                   ins_threads=10, ins_per_thread=1000, ins_warm=200,
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
                   gis_rows=0, gis_secs=1.5,
-                  fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000),
+                  fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000,
+                  oa_rows=50000, oa_base_secs=3.0),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
                   gis_rows=5000, gis_secs=0.3,
-                  fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000),
+                  fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000,
+                  oa_rows=5000, oa_base_secs=1.0),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
                  gis_rows=0, gis_secs=5.0,
-                 fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000),
+                 fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000,
+                 oa_rows=1000000, oa_base_secs=10.0),
 }
 
 CACHE = "256M"
@@ -1115,6 +1121,7 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
         A("")
     bench_fulltext.markdown(sys.modules[__name__], out, A)
     bench_iibench.markdown(sys.modules[__name__], out, A, charts_made, chart_dir_rel)
+    bench_online_alter.markdown(sys.modules[__name__], out, A)
     A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
     A("")
     A("## Goals from the issue (this run)")
@@ -1196,6 +1203,9 @@ def summary(out):
     for test in SB_TESTS:
         for th in out["profile"]["sb_threads"]:
             items.append(("sb %s %dthr tps" % (test, th), lambda l, k="%s/%d" % (test, th): sb.get(l, {}).get(k, {}).get("tps")))
+    oa = out.get("online_alter", {}).get("engines", {})
+    items += [("online ALTER: writes/s during it", lambda l: oa.get(l, {}).get("ops_s_during")),
+              ("online ALTER s (lower better)", lambda l: oa.get(l, {}).get("alter_s"))]
     gis = out.get("spatial_fulltext", {})
     items.append(("gis SPATIAL index build s (lower better)",
                   lambda l: gis.get(l, {}).get("spatial", {}).get("index_build_s")))
@@ -1228,7 +1238,8 @@ def main():
     ap.add_argument("--port", type=int, default=3420)
     ap.add_argument("--docs", action="store_true", help="regenerate docs/BENCHMARKS.md and docs/bench/*.png")
     ap.add_argument("--direct-io", action="store_true", help="O_DIRECT for InnoDB, direct reads for MyRocks")
-    ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib", help="comma-separated subset of lv,ins,sb,gis,fts,iib")
+    ap.add_argument("--only", default="lv,ins,sb,gis,fts,iib,oa",
+                    help="comma-separated subset of lv,ins,sb,gis,fts,iib,oa")
     ap.add_argument("--keep-server", action="store_true", help="leave the server running at the end")
     ap.add_argument("--plugin", help="the ha_tidesdb.so to benchmark (default target/plugin/ha_tidesdb.so), "
                                      "e.g. an older build for a before/after pair")
@@ -1295,7 +1306,8 @@ def main():
         for name, fn in (("lv", bench_large_values), ("ins", bench_inserts), ("sb", bench_sysbench),
                          ("gis", bench_gis_fts),
                          ("fts", lambda srv, P, out: bench_fulltext.run(sys.modules[__name__], srv, P, out)),
-                         ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out))):
+                         ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out)),
+                         ("oa", lambda srv, P, out: bench_online_alter.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:
