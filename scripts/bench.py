@@ -58,20 +58,20 @@ PROFILES = {
                   sb_rows=10000, sb_secs=5, sb_warm=1, sb_threads=[1, 2, 8],
                   gis_rows=0, gis_secs=1.5,
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000,
-                  oa_rows=50000, oa_base_secs=3.0),
+                  oa_rows=50000, oa_base_secs=3.0, oa_alter_max_s=120.0),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
                   sb_rows=1000, sb_secs=1, sb_warm=1, sb_threads=[1, 8],
                   gis_rows=5000, gis_secs=0.3,
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000,
-                  oa_rows=5000, oa_base_secs=1.0),
+                  oa_rows=5000, oa_base_secs=1.0, oa_alter_max_s=60.0),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
                  gis_rows=0, gis_secs=5.0,
                  fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000,
-                 oa_rows=1000000, oa_base_secs=10.0),
+                 oa_rows=1000000, oa_base_secs=10.0, oa_alter_max_s=240.0),
 }
 
 CACHE = "256M"
