@@ -1208,9 +1208,18 @@ int ha_tidesdb::cursor_read(uchar *buf, int st, bool forward, const std::string 
   }
 }
 
+/* As InnoDB's change_active_index: a REPEATABLE READ snapshot older than the
+   index's entries (the table rebuilt, or the index added, since) would miss some;
+   the read fails with HA_ERR_TABLE_DEF_CHANGED ("please retry transaction"). */
+int ha_tidesdb::check_readable(uint engine_idx) {
+  int st = tdb_index_readable(trx(), m_tbl, engine_idx);
+  return st ? fail(st) : 0;
+}
+
 int ha_tidesdb::rnd_init(bool scan) {
   close_cursor();
   m_rnd_started = false;
+  if (int err = check_readable(0)) return err;
   return scan ? open_cursor(0) : 0;
 }
 
@@ -1258,6 +1267,7 @@ int ha_tidesdb::rnd_pos(uchar *buf, uchar *pos) {
 }
 
 int ha_tidesdb::index_init(uint idx, bool) {
+  if (int err = check_readable(engine_index(idx))) return err;
   active_index = idx;
   m_cursor_key = idx;
   m_spatial_mode = UINT32_MAX;
@@ -1568,6 +1578,9 @@ ha_rows ha_tidesdb::records_in_range(uint inx, const key_range *min_key,
                                      const key_range *max_key, page_range *) {
   KEY *key_info = &table->key_info[inx];
   if (is_spatial(key_info)) return spatial_records_in_range(inx, min_key);
+  /* As InnoDB's: an index the transaction's snapshot may not read (check_readable)
+     looks costlier than a scan of the table, so the plan reads the rows instead. */
+  if (tdb_index_readable(trx(), m_tbl, engine_index(inx))) return stats.records * 2 + 10;
   std::string lo, hi;
   /* Engine keys extend the encoded prefix (more parts, the primary key), so an
      inclusive bound on a prefix reaches up to the prefix's successor. */

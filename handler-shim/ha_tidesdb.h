@@ -360,6 +360,7 @@ private:
   int spatial_note(uint keynr, const std::string &entry_value);
 
   int open_cursor(uint engine_idx);
+  int check_readable(uint engine_idx);
   void close_cursor();
   /* Finishes a cursor move whose status is st: reads the row of the entry it landed
      on into buf, stepping on (forward or back) past entries a locking read finds

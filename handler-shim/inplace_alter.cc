@@ -17,8 +17,8 @@
     LOCK=NONE), and ADD UNIQUE or an ADD INDEX in place would build only with writes
     blocked, when it runs with LOCK=NONE (reported NOCOPY, as InnoDB's): a new table
     filled from a snapshot while writers go on, their rows replayed at the switch.
-    Tables it cannot rebuild (Online_rebuild::refusal: BLOB/TEXT or generated
-    columns, FOREIGN KEYs, FULLTEXT / SPATIAL keys, partitions) keep the ways below.
+    Tables it cannot rebuild (Online_rebuild::refusal: generated columns, CHECK
+    constraints, FOREIGN KEYs, FULLTEXT / SPATIAL keys, partitions) keep the ways below.
   - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
     columns) with LOCK=SHARED: NOCOPY, the table is not rebuilt; concurrent reads
     go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE

@@ -1,8 +1,7 @@
 /*
   Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
 
-  What is rebuilt online (refusal): a table without BLOB/TEXT columns (their
-  values may live outside the row, under the row key), generated columns, CHECK
+  What is rebuilt online (refusal): a table without generated columns, CHECK
   constraints, FOREIGN KEYs, FULLTEXT / SPATIAL / hash keys or partitions, whose new
   definition keeps a primary key (or keeps none: the hidden row ids stay), and
   whose new columns take a constant default. Everything else copies (LOCK=SHARED).
@@ -12,9 +11,16 @@
   others left at their defaults; in strict mode a value that does not fit, or a
   NULL for a NOT NULL column, fails the ALTER with the server's own error
   (abort_on_warning), otherwise it is adjusted with a warning.
+
+  BLOB/TEXT values stored outside the row (row_codec.h) are read with the row
+  (through the same transaction: the build's snapshot, or the latest version at
+  the replay) and written again under the new row key when the new row stores
+  them external; the replay deletes the new table's external values of a row
+  with its row, blindly (a tombstone of a key never written is harmless).
 */
 #include "ha_tidesdb.h"
 #include "online_rebuild.h"
+#include "external_values.h"
 #include "key_codec.h"
 #include "row_codec.h"
 
@@ -29,10 +35,10 @@ Online_rebuild::~Online_rebuild() {
   if (m_build) tdb_rebuild_free(m_build); /* not committed: drops the new table */
 }
 
-static bool has_blob_or_generated(TABLE *t) {
-  if (t->s->virtual_fields || t->s->table_check_constraints || t->s->blob_fields) return true;
+static bool has_generated_or_check(TABLE *t) {
+  if (t->s->virtual_fields || t->s->table_check_constraints) return true;
   for (Field **fp = t->field; *fp; fp++)
-    if (((*fp)->flags & BLOB_FLAG) || (*fp)->vcol_info || !(*fp)->stored_in_db()) return true;
+    if ((*fp)->vcol_info || !(*fp)->stored_in_db()) return true;
   return false;
 }
 
@@ -54,9 +60,9 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
   if ((info->handler_flags & ALTER_CHANGE_CREATE_OPTION) &&
       (info->create_info->used_fields & ~(ulong)(HA_CREATE_USED_COMMENT | HA_CREATE_USED_ENGINE)))
     return "TidesDB changes table options by copying the table";
-  if (has_blob_or_generated(from) || has_blob_or_generated(to))
-    return "TidesDB rebuilds online only tables without BLOB/TEXT or generated columns and "
-           "CHECK constraints";
+  if (has_generated_or_check(from) || has_generated_or_check(to))
+    return "TidesDB rebuilds online only tables without generated columns and CHECK "
+           "constraints";
   for (uint k = 0; k < to->s->keys; k++) {
     const KEY *key = &to->key_info[k];
     if (tidesdb_compat::key_is_fulltext(key) || tidesdb_compat::key_is_spatial(key) ||
@@ -126,7 +132,7 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
   std::vector<uint8_t> flags;
   for (Field **fp = to->field; *fp; fp++) {
     ids.push_back((*fp)->field_index);
-    flags.push_back(0); /* no BLOB/TEXT: refusal */
+    flags.push_back((*fp)->flags & BLOB_FLAG ? TDB_COLUMN_BLOB : 0);
   }
   if (sources.size() != to->s->keys - (m_new_hidden ? 0 : 1)) {
     my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: the new keys do not match the statement");
@@ -170,9 +176,15 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
   return false;
 }
 
-bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row) {
-  if (!decode_row(from, h->m_layout, row, from->record[0], nullptr, nullptr, nullptr)) {
-    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a stored row does not decode");
+bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, tdb_trx *trx,
+                             const std::string &pk, const std::string &row) {
+  Engine_external_reader reader(trx, h->m_tbl, from, pk, false, Engine_external_reader::WANT_ALL,
+                                &m_externals);
+  if (!decode_row(from, h->m_layout, row, from->record[0], &reader, nullptr, nullptr)) {
+    if (reader.status && reader.status != TDB_NOT_FOUND && reader.status != TDB_CORRUPTION)
+      return !engine_error(h, reader.status);
+    my_printf_error(ER_INTERNAL_ERROR, "TidesDB: %s", MYF(0),
+                    reader.status ? reader.error.c_str() : "a stored row does not decode");
     return false;
   }
   restore_record(to, s->default_values);
@@ -189,7 +201,16 @@ void Online_rebuild::derive(TABLE *to, const std::string &old_pk, Derived *out) 
     KEY *pk = &to->key_info[to->s->primary_key];
     encode_key_from_record(to, pk, pk->user_defined_key_parts, rec, &out->pk);
   }
-  encode_row(to, m_new_layout, rec, &out->row, nullptr);
+  Row_externals ext;
+  encode_row(to, m_new_layout, rec, &out->row, &ext);
+  out->externals.clear();
+  for (const Row_externals::Value &v : ext.written) {
+    out->externals.emplace_back();
+    Derived::External &x = out->externals.back();
+    external_key(out->pk, m_new_layout.column_no(to->field[v.field]), &x.key);
+    x.data = v.data;
+    x.len = v.len;
+  }
   out->keys.resize(to->s->keys);
   out->values.resize(to->s->keys);
   out->unique.assign(to->s->keys, false);
@@ -223,11 +244,22 @@ bool Online_rebuild::put(ha_tidesdb *h, TABLE *to, const Derived &d) {
     }
     if (st) return !engine_error(h, st);
   }
+  for (const Derived::External &x : d.externals) {
+    st = tdb_rebuild_put(m_build, TDB_BLOB_INDEX, (const uint8_t *)x.key.data(), x.key.size(),
+                         x.data, x.len, 0);
+    if (st) return !engine_error(h, st);
+  }
   return true;
 }
 
-bool Online_rebuild::remove(ha_tidesdb *h, const Derived &d) {
+bool Online_rebuild::remove(ha_tidesdb *h, TABLE *to, const Derived &d) {
   int st = tdb_rebuild_delete(m_build, 0, (const uint8_t *)d.pk.data(), d.pk.size());
+  std::string key;
+  for (Field **fp = to->field; !st && *fp; fp++) {
+    if (!((*fp)->flags & BLOB_FLAG)) continue;
+    external_key(d.pk, m_new_layout.column_no(*fp), &key);
+    st = tdb_rebuild_delete(m_build, TDB_BLOB_INDEX, (const uint8_t *)key.data(), key.size());
+  }
   for (uint k = 0; !st && k < m_engine_index.size(); k++)
     if (m_engine_index[k])
       st = tdb_rebuild_delete(m_build, m_engine_index[k], (const uint8_t *)d.keys[k].data(),
@@ -276,7 +308,7 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
       pk.assign((const char *)k, klen);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, row)) return false;
+      if (!convert(h, from, to, m_snapshot, pk, row)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();
@@ -322,9 +354,9 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, row)) return false;
+      if (!convert(h, from, to, m_snapshot, pk, row)) return false;
       derive(to, pk, &d);
-      if (!remove(h, d)) return false;
+      if (!remove(h, to, d)) return false;
     }
     /* ... then what the latest version of each gives (a value that moved between
        rows is then no duplicate). */
@@ -335,7 +367,7 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, row)) return false;
+      if (!convert(h, from, to, latest, pk, row)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();

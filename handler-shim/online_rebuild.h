@@ -12,6 +12,7 @@
 #define TIDESDB_ONLINE_REBUILD_H
 
 #include "tidesdb_server.h"
+#include "external_values.h"
 #include "row_codec.h"
 #include "tidesdb_ffi.h"
 #include <string>
@@ -41,20 +42,32 @@ private:
     std::string pk, row;
     std::vector<std::string> keys, values; /* per secondary key of the new table */
     std::vector<bool> unique;
+    /* BLOB/TEXT values the new row stores outside it: their bytes point into the
+       record's buffers (valid until the next convert). */
+    struct External {
+      std::string key;
+      const uchar *data;
+      size_t len;
+    };
+    std::vector<External> externals;
   };
-  /* Decodes old row `row` and converts it into to->record[0]; false (with the
-     server's error given) if a value does not convert. */
-  bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &row);
+  /* Decodes old row `row` (row key `pk`; its external values read through trx)
+     and converts it into to->record[0]; false (with the server's error given) if
+     a value does not convert. The records point into `row` and m_externals until
+     the next call. */
+  bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, tdb_trx *trx, const std::string &pk,
+               const std::string &row);
   /* The new table's row and entries of to->record[0]. */
   void derive(TABLE *to, const std::string &old_pk, Derived *out);
   /* Writes / deletes what derive gave; false with the error given. */
   bool put(ha_tidesdb *h, TABLE *to, const Derived &d);
-  bool remove(ha_tidesdb *h, const Derived &d);
+  bool remove(ha_tidesdb *h, TABLE *to, const Derived &d);
   bool engine_error(ha_tidesdb *h, int st);
 
   tdb_rebuild *m_build = nullptr;
   tdb_trx *m_snapshot = nullptr; /* the build's snapshot, kept for the replay */
   tidesdb::Row_layout m_new_layout;
+  tidesdb::External_state m_externals; /* buffers of the last decoded row's external values */
   Copy_field *m_copies = nullptr; /* per converted column */
   size_t m_n_copies = 0;
   bool m_new_hidden = false;

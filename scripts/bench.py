@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec,enc]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -23,6 +23,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
        only; skipped on 10.11; scripts/bench_vector.py)
   enc  encryption at rest: TidesDB and InnoDB, a write + read workload in the clear and
        encrypted (file_key_management; scripts/bench_encryption.py)
+  oa   online ALTER TABLE ... FORCE of a table under a write load: writes/s before and
+       during it, its duration (InnoDB, TidesDB; scripts/bench_online_alter.py)
 """
 import argparse
 import bisect
@@ -46,6 +48,7 @@ import bench_iibench  # noqa: E402
 import bench_sbwrites  # noqa: E402
 import bench_vector  # noqa: E402
 import bench_encryption  # noqa: E402
+import bench_online_alter  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
@@ -56,7 +59,7 @@ COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMOR
 FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
-ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec,enc"      # the sections, in the order they run
+ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa"      # the sections, in the order they run
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
@@ -67,7 +70,8 @@ PROFILES = {
                   fts_docs=2000, fts_queries=150, fts_secs=2.0, iib_rows=100000,
                   sbw_rows=10000, sbw_secs=3, sbw_warm=1, sbw_threads=[8, 128],
                   vec_rows=10000, vec_dims=64, vec_clusters=50, vec_queries=500, vec_secs=3.0,
-                  enc_rows=20000, enc_secs=2.0, enc_rounds=2),
+                  enc_rows=20000, enc_secs=2.0, enc_rounds=2,
+                  oa_rows=50000, oa_base_secs=3.0, oa_alter_max_s=120.0),
     # a smoke test of the script itself (seconds); figures meaningless
     "smoke": dict(lv_rows=12, lv_warm=2, lv_secs=0.3, lv_max_ops=100, lv_direct_pass=True,
                   ins_threads=10, ins_per_thread=50, ins_warm=10,
@@ -76,7 +80,8 @@ PROFILES = {
                   fts_docs=200, fts_queries=20, fts_secs=0.3, iib_rows=5000,
                   sbw_rows=1000, sbw_secs=1, sbw_warm=1, sbw_threads=[8],
                   vec_rows=600, vec_dims=16, vec_clusters=8, vec_queries=60, vec_secs=0.3,
-                  enc_rows=2000, enc_secs=0.3, enc_rounds=1),
+                  enc_rows=2000, enc_secs=0.3, enc_rounds=1,
+                  oa_rows=5000, oa_base_secs=1.0, oa_alter_max_s=60.0),
     "full": dict(lv_rows=1024, lv_warm=30, lv_secs=10.0, lv_max_ops=100000, lv_direct_pass=True,
                  ins_threads=10, ins_per_thread=1000, ins_warm=500,
                  sb_rows=100000, sb_secs=30, sb_warm=5, sb_threads=[1, 2, 8],
@@ -84,7 +89,8 @@ PROFILES = {
                  fts_docs=12000, fts_queries=1000, fts_secs=8.0, iib_rows=2000000,
                  sbw_rows=100000, sbw_secs=10, sbw_warm=2, sbw_threads=[8, 32, 128],
                  vec_rows=20000, vec_dims=96, vec_clusters=100, vec_queries=500, vec_secs=10.0,
-                 enc_rows=200000, enc_secs=10.0, enc_rounds=3),
+                 enc_rows=200000, enc_secs=10.0, enc_rounds=3,
+                 oa_rows=1000000, oa_base_secs=10.0, oa_alter_max_s=240.0),
 }
 
 CACHE = "256M"
@@ -1141,6 +1147,7 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
     bench_sbwrites.markdown(sys.modules[__name__], out, A)
     bench_vector.markdown(sys.modules[__name__], out, A)
     bench_encryption.markdown(sys.modules[__name__], out, A)
+    bench_online_alter.markdown(sys.modules[__name__], out, A)
     A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
     A("")
     A("## Goals from the issue (this run)")
@@ -1222,6 +1229,9 @@ def summary(out):
     for test in SB_TESTS:
         for th in out["profile"]["sb_threads"]:
             items.append(("sb %s %dthr tps" % (test, th), lambda l, k="%s/%d" % (test, th): sb.get(l, {}).get(k, {}).get("tps")))
+    oa = out.get("online_alter", {}).get("engines", {})
+    items += [("online ALTER: writes/s during it", lambda l: oa.get(l, {}).get("ops_s_during")),
+              ("online ALTER s (lower better)", lambda l: oa.get(l, {}).get("alter_s"))]
     gis = out.get("spatial_fulltext", {})
     items.append(("gis SPATIAL index build s (lower better)",
                   lambda l: gis.get(l, {}).get("spatial", {}).get("index_build_s")))
@@ -1329,7 +1339,8 @@ def main():
                          ("iib", lambda srv, P, out: bench_iibench.run(sys.modules[__name__], srv, P, out)),
                          ("sbw", lambda srv, P, out: bench_sbwrites.run(sys.modules[__name__], srv, P, out)),
                          ("vec", lambda srv, P, out: bench_vector.run(sys.modules[__name__], srv, P, out)),
-                         ("enc", lambda srv, P, out: bench_encryption.run(sys.modules[__name__], srv, P, out))):
+                         ("enc", lambda srv, P, out: bench_encryption.run(sys.modules[__name__], srv, P, out)),
+                         ("oa", lambda srv, P, out: bench_online_alter.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:

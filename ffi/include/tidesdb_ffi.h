@@ -462,6 +462,10 @@ int tdb_apply(tdb_trx *trx, tdb_table *table, const struct tdb_op *ops, size_t n
    its own; the shim's row format decides what goes there). */
 #define TDB_BLOB_INDEX 0xFFFFFFFFu
 
+/* TDB_SCHEMA_MISMATCH if trx's snapshot is older than the entries of engine index
+   `index` (0 = rows): the table was rebuilt, or the index added, after it (InnoDB:
+   "Table definition has changed, please retry transaction"); else TDB_OK. */
+int tdb_index_readable(tdb_trx *trx, tdb_table *tbl, uint32_t index);
 /* Point read of index `index` (0 = rows, TDB_BLOB_INDEX = external values) through
    the transaction's view. TDB_NOT_FOUND when absent. *value stays valid until the
    next call on table. */

@@ -275,8 +275,21 @@ pub struct TableShared {
     rebuild_log: Mutex<Option<BTreeSet<Vec<u8>>>>,
     /// `rebuild_log` is Some: one load per row change when no rebuild runs.
     rebuild_logging: AtomicBool,
+    /// Where the table's families and indexes were last filled (see
+    /// [`TableShared::readable_at`]); kept in memory only: after a restart no
+    /// snapshot is older.
+    defined: Mutex<DefinedAt>,
     db: Db,
     catalog_cf: Cf,
+}
+
+/// The sequence numbers from which a snapshot sees every entry of the table's
+/// families (an online rebuild's new table) and of each index added in place
+/// since (by index number), as InnoDB's `dict_index_t::trx_id`.
+#[derive(Default)]
+struct DefinedAt {
+    table: u64,
+    indexes: HashMap<u32, u64>,
 }
 
 struct TableState {
@@ -340,6 +353,7 @@ impl TableShared {
             extents: Mutex::new(None),
             rebuild_log: Mutex::new(None),
             rebuild_logging: AtomicBool::new(false),
+            defined: Mutex::new(DefinedAt::default()),
             db,
             catalog_cf,
         }))
@@ -373,6 +387,47 @@ impl TableShared {
     /// The family of built index `slot` of the online build in progress, if any.
     pub fn building_cf(&self, slot: u32) -> Option<Cf> {
         self.state.read().building.get(slot as usize).cloned()
+    }
+
+    /// Whether a snapshot at `snapshot_seq` reads engine index `index` (0 = rows,
+    /// secondary, [`BLOB_INDEX`]) completely: not if the table was rebuilt, or the
+    /// index added, after it. InnoDB then answers a read with "Table definition has
+    /// changed, please retry transaction" (`row_merge_is_index_usable`); so does
+    /// the caller. The entries a rebuild or an index build writes are committed
+    /// under sequences a snapshot that old does not see.
+    pub fn readable_at(&self, index: u32, snapshot_seq: u64) -> FfiResult<bool> {
+        let defined = self.defined.lock();
+        if snapshot_seq < defined.table {
+            return Ok(false);
+        }
+        if index == 0 || index == BLOB_INDEX || building_slot(index).is_some() {
+            return Ok(true);
+        }
+        // An index the table has not (the caller's own error to give) is no
+        // newer than the snapshot.
+        let Ok(no) = self.index_no(index) else {
+            return Ok(true);
+        };
+        Ok(defined
+            .indexes
+            .get(&no)
+            .is_none_or(|&at| snapshot_seq >= at))
+    }
+
+    /// An online rebuild's families became the table's, every entry committed at
+    /// or below `seq`.
+    pub fn defined_at(&self, seq: u64) {
+        let mut defined = self.defined.lock();
+        defined.table = seq;
+        defined.indexes.clear();
+    }
+
+    /// Indexes `index_nos` were added, every entry committed at or below `seq`.
+    pub fn indexes_defined_at(&self, index_nos: &[u32], seq: u64) {
+        let mut defined = self.defined.lock();
+        for &no in index_nos {
+            defined.indexes.insert(no, seq);
+        }
     }
 
     /// Starts recording the row keys every row change writes (an online rebuild,

@@ -170,9 +170,18 @@ impl IndexBuild {
                 }
             })
             .collect();
+        // The built indexes' entries are all committed by now (concurrent
+        // writers' too: the server holds the table exclusively).
+        let filled = self.db.latest_sequence();
         let e = engine()?;
         e.catalog
             .alter_table(&e.db, name, &layout, &self.built, self.columns.take())?;
+        let nos: Vec<u32> = self.built.iter().map(|(no, _)| *no).collect();
+        if !nos.is_empty() {
+            e.catalog
+                .open_table(&e.db, name)?
+                .indexes_defined_at(&nos, filled);
+        }
         self.committed = true;
         self.unpublish();
         Ok(())

@@ -25,6 +25,9 @@
 //!   families are dropped by [`Drop`], or, after a crash, by the next start (no
 //!   catalog entry names them). No other transaction ever writes the new
 //!   families, so dropping them never breaks another connection's commit.
+//! - A REPEATABLE READ snapshot older than the new families' last write would
+//!   read them incompletely: its reads of the table are refused, as InnoDB's
+//!   ([`TableShared::readable_at`], `tdb_index_readable`).
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
@@ -166,8 +169,12 @@ impl Rebuild {
                 "rows were written after the rebuild's last replay",
             ));
         }
+        // Every entry of the new families is committed by now: a snapshot from
+        // here on reads them all; an older one is refused (readable_at).
+        let filled = self.db.latest_sequence();
         let e = engine()?;
         e.catalog.install_rebuilt(&e.db, &self.name, &self.meta)?;
+        self.shared.defined_at(filled);
         self.committed = true;
         self.shared.end_rebuild_log();
         Ok(())

@@ -498,6 +498,25 @@ pub unsafe extern "C" fn tdb_table_has_prepared_writes(table: *const Table) -> c
 }
 
 /// # Safety
+/// `trx` and `table` live handles.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_index_readable(trx: *mut Trx, table: *mut Table, index: u32) -> c_int {
+    guard(|| {
+        // SAFETY: live handles by contract.
+        let trx = unsafe { raw::handle(trx) }?;
+        // SAFETY: as above.
+        let table = unsafe { raw::handle(table) }?;
+        match trx.snapshot_seq() {
+            Some(seq) if !table.shared.readable_at(index, seq)? => Err(FfiError::new(
+                Status::SchemaMismatch,
+                "the table was rebuilt or the index added after the transaction's snapshot",
+            )),
+            _ => Ok(()),
+        }
+    })
+}
+
+/// # Safety
 /// `name` must be NUL-terminated and `out` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_version_by_name(name: *const c_char, out: *mut u64) -> c_int {

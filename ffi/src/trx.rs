@@ -134,6 +134,11 @@ impl Trx {
         }
     }
 
+    /// The sequence the active transaction reads at (None: no transaction).
+    pub fn snapshot_seq(&self) -> Option<u64> {
+        self.txn.as_ref().map(Txn::snapshot_seq)
+    }
+
     /// The active engine transaction.
     pub fn txn(&mut self) -> FfiResult<&mut Txn> {
         self.txn
