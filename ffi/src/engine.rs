@@ -127,35 +127,27 @@ pub fn open(dir: &str, opts: &EngineOptions) -> FfiResult<()> {
             })
             .collect(),
     };
-    if opts.encrypt_catalog != 0
-        && options
-            .keys
-            .latest_version(crate::encryption::LOG_KEY_ID)
-            .is_none()
-    {
-        return Err(FfiError::new(
-            Status::KeyUnavailable,
-            format!(
-                "tidesdb_encrypt_tables=ON or FORCE encrypts the engine's catalog with \
-                 encryption key {} from a key management plugin (e.g. file_key_management), \
-                 and there is none",
-                crate::encryption::LOG_KEY_ID
-            ),
-        ));
-    }
-    if opts.encrypt_log != 0
-        && options
-            .keys
-            .latest_version(crate::encryption::LOG_KEY_ID)
-            .is_none()
-    {
-        return Err(FfiError::new(
-            Status::KeyUnavailable,
-            format!(
-                "tidesdb_encrypt_log=ON needs encryption key {} from a key management plugin                  (e.g. file_key_management), and there is none",
-                crate::encryption::LOG_KEY_ID
-            ),
-        ));
+    let key1 = options
+        .keys
+        .latest_version(crate::encryption::LOG_KEY_ID)
+        .is_some();
+    for (on, what) in [
+        (
+            opts.encrypt_catalog != 0,
+            "tidesdb_encrypt_tables=ON or FORCE encrypts the engine's catalog with",
+        ),
+        (opts.encrypt_log != 0, "tidesdb_encrypt_log=ON needs"),
+    ] {
+        if on && !key1 {
+            return Err(FfiError::new(
+                Status::KeyUnavailable,
+                format!(
+                    "{what} encryption key {} from a key management plugin \
+                     (e.g. file_key_management), and there is none",
+                    crate::encryption::LOG_KEY_ID
+                ),
+            ));
+        }
     }
     if opts.force_recovery > MAX_FORCE_RECOVERY {
         return Err(FfiError::new(

@@ -185,8 +185,10 @@ fn pipelined_pair(
     (a, b)
 }
 
-#[test]
-fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
+/// A database with one committed key and a probe installed: (its directory,
+/// the database, family `t`, the probe, the last group appended, the visible
+/// sequence).
+fn held_pair_setup() -> (tempfile::TempDir, Db, crate::Cf, Arc<Probe>, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = full_db(dir.path());
     let cf = db.create_cf("t", CfOptions::default()).unwrap();
@@ -194,6 +196,12 @@ fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
     let probe = Probe::install(&db);
     let g0 = db.inner().commit.appended_group.load(Ordering::SeqCst);
     let before = db.latest_sequence();
+    (dir, db, cf, probe, g0, before)
+}
+
+#[test]
+fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
+    let (_dir, db, cf, probe, g0, before) = held_pair_setup();
     // Group N+1 reaches the WAL while group N's fsync is held...
     let (a, b) = pipelined_pair(&db, &cf, &probe, g0, || {});
     // ...and neither is acknowledged nor visible before that fsync ends.
@@ -224,13 +232,7 @@ fn next_group_is_written_while_an_fsync_runs_and_waits_for_it() {
 
 #[test]
 fn failed_fsync_fails_its_group_and_the_one_written_behind_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = full_db(dir.path());
-    let cf = db.create_cf("t", CfOptions::default()).unwrap();
-    put(&db, &cf, b"k0", b"v0").unwrap();
-    let probe = Probe::install(&db);
-    let g0 = db.inner().commit.appended_group.load(Ordering::SeqCst);
-    let before = db.latest_sequence();
+    let (_dir, db, cf, probe, g0, before) = held_pair_setup();
     probe.fail.store(true, Ordering::SeqCst);
     let (a, b) = pipelined_pair(&db, &cf, &probe, g0, || {});
     probe.release();
