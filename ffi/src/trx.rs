@@ -504,6 +504,7 @@ pub unsafe extern "C" fn tdb_trx_prepare(trx: *mut Trx, xid: *const u8, xid_len:
 pub unsafe extern "C" fn tdb_trx_set_wsrep(trx: *mut Trx, thd: *mut c_void, bf: c_int) -> c_int {
     with_trx(trx, |t| {
         let txn = t.txn()?;
+        txn.set_lock_escalation(bf == 0);
         let (id, cancel) = (txn.id(), txn.cancel_handle());
         crate::wsrep::register(id, thd as usize, bf != 0, cancel);
         t.wsrep_member = Some(id);

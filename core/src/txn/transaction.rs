@@ -207,6 +207,8 @@ pub struct Txn {
     prepared: Option<Vec<u8>>,
     /// Timeout of lock waits the engine makes on the txn's behalf (prepare).
     lock_timeout: Duration,
+    /// Row locks may be replaced by a table lock (see `escalate`).
+    may_escalate: bool,
 }
 
 impl Txn {
@@ -219,6 +221,7 @@ impl Txn {
             locks: crate::fxhash::FxHashMap::default(),
             covered: crate::fxhash::FxHashMap::default(),
             cf_locks: crate::fxhash::FxHashMap::default(),
+            may_escalate: true,
             lock_buf: Vec::new(),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             db,
@@ -830,6 +833,14 @@ impl Txn {
         self.lock_timeout = timeout;
     }
 
+    /// Whether this transaction's row locks may become a table lock. Off for
+    /// a replication applier: a table lock covers rows that no certification
+    /// key orders, so a parallel applier earlier in the commit order could wait
+    /// for it while the holder waits for its commit turn.
+    pub fn set_lock_escalation(&mut self, allowed: bool) {
+        self.may_escalate = allowed;
+    }
+
     fn lock_view(&self) -> LockView<'_> {
         LockView {
             locks: &self.locks,
@@ -925,7 +936,11 @@ impl Txn {
                 let threshold = self.db.locks.escalation_threshold();
                 let c = self.cf_locks.entry(cfid).or_default();
                 c.count += 1;
-                if threshold > 0 && c.count > threshold && c.count >= c.next_try {
+                if self.may_escalate
+                    && threshold > 0
+                    && c.count > threshold
+                    && c.count >= c.next_try
+                {
                     self.escalate(cfid, threshold);
                 }
             }
