@@ -17,6 +17,7 @@ The matching row sets of `term`, `bool_and` and `phrase` are compared with InnoD
 (relevance values differ between engines by design and are not compared).
 An engine that refuses FULLTEXT is reported as unsupported.
 """
+import gzip
 import os
 import random
 import re
@@ -24,8 +25,13 @@ import subprocess
 import time
 
 CORPUS_DIRS = [
-    ("python3.11-doc", "/usr/share/doc/python3.11/html/_sources", ".txt"),
-    ("perl-doc", "/usr/share/perl/5.36/pod", ".pod"),
+    ("python3.11-doc", "/usr/share/doc/python3.11/html/_sources", (".txt",)),
+    ("perl-doc", "/usr/share/perl/5.36/pod", (".pod",)),
+]
+# The larger corpus (profile fts-large): the same two packages and the Linux kernel's
+# documentation as Debian ships it (reStructuredText and plain text, gzipped).
+CORPUS_DIRS_LARGE = CORPUS_DIRS + [
+    ("linux-doc-6.1", "/usr/share/doc/linux-doc-6.1/Documentation", (".rst.gz", ".txt.gz")),
 ]
 DOC_BYTES = 2048
 QTYPES = ["term", "ranked", "bool_and", "phrase"]
@@ -37,8 +43,8 @@ should into only other some such these those your yours like just over very code
 false self return class def""".split())
 
 
-def ensure_corpus(B):
-    missing = [pkg for pkg, d, _ in CORPUS_DIRS if not os.path.isdir(d)]
+def ensure_corpus(B, dirs):
+    missing = [pkg for pkg, d, _ in dirs if not os.path.isdir(d)]
     if missing:
         B.log("fts: installing the corpus packages %s" % " ".join(missing))
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -47,14 +53,14 @@ def ensure_corpus(B):
             raise RuntimeError("apt-get install %s failed: %s" % (" ".join(missing), p.stderr[-300:]))
 
 
-def load_corpus(limit):
+def load_corpus(limit, dirs=None, doc_bytes=DOC_BYTES):
     docs = []
-    for _, d, ext in CORPUS_DIRS:
+    for _, d, exts in dirs or CORPUS_DIRS:
         for dp, _, files in sorted(os.walk(d)):
             for f in sorted(files):
-                if not f.endswith(ext):
+                if not f.endswith(exts):
                     continue
-                with open(os.path.join(dp, f), "rb") as fh:
+                with (gzip.open if f.endswith(".gz") else open)(os.path.join(dp, f), "rb") as fh:
                     text = fh.read().decode("utf-8", "replace")
                 cur, part = [], 0
                 for para in re.split(r"\n\s*\n", text):
@@ -62,7 +68,7 @@ def load_corpus(limit):
                     if not para:
                         continue
                     cur.append(para)
-                    if sum(len(x) for x in cur) >= DOC_BYTES:
+                    if sum(len(x) for x in cur) >= doc_bytes:
                         docs.append(("%s#%d" % (f, part), "\n\n".join(cur)))
                         cur, part = [], part + 1
                 if cur:

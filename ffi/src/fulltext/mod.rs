@@ -13,6 +13,7 @@
 //! reads the rows too).
 pub mod deferred;
 pub mod eval;
+mod fxhash;
 pub mod inspect;
 pub mod parser;
 pub mod postings;
@@ -345,7 +346,7 @@ pub unsafe extern "C" fn tdb_ft_index_settings(
         } else {
             // SAFETY: valid buffer by contract.
             let mut rest = unsafe { raw::bytes(words, words_len) }?;
-            let mut set = std::collections::HashSet::new();
+            let mut set = tokenizer::StopWords::default();
             while !rest.is_empty() {
                 let bad = || FfiError::new(Status::Invalid, "truncated stopword list");
                 let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
