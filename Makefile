@@ -21,7 +21,7 @@ PLUGIN_OUT := target/plugin
 RUST_OUT := target/release
 endif
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera bench-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera bench-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick bench-fts-large
 
 all: plugin
 
@@ -185,6 +185,13 @@ bench-quick: plugin
 bench: plugin
 	$(BENCH_PYTHON) scripts/bench.py --profile full --docs $(BENCH_ARGS)
 	@if [ -n "$(BENCH_GALERA)" ]; then $(MAKE) bench-galera; fi
+
+# The fts step alone over a larger corpus (~111k documents, 45 MiB: python3.11-doc,
+# perl-doc and linux-doc-6.1, installed when missing; ~10 min), a run of its own
+# (target/bench/fts-large): its figures become section 6.1 of docs/BENCHMARKS.md
+# (kept in docs/bench/fulltext-large.json).
+bench-fts-large: plugin
+	$(BENCH_PYTHON) scripts/bench.py --profile fts-large --only fts --docs $(BENCH_ARGS)
 
 # A 3-node Galera cluster on this machine (ports 3440-3449, target/bench-galera):
 # sysbench write throughput of TidesDB vs InnoDB tables through the cluster, to

@@ -5,6 +5,10 @@ reStructuredText sources and perl-doc's POD pages, installed by `ensure_corpus` 
 missing). Files are read in sorted order, split at blank lines into paragraphs, and
 paragraphs packed into documents of at least DOC_BYTES bytes, so the corpus and its
 documents are the same on every machine with the same package versions.
+The larger corpus (`fts_corpus="large"`, profile fts-large: `make bench-fts-large`, a
+separate run of this step alone) adds the Linux kernel's documentation (linux-doc-6.1)
+and packs documents of at least 256 bytes: about 111k documents, 45 MiB. Its figures
+go to docs/bench/fulltext-large.json and section 6.1 of docs/BENCHMARKS.md.
 
 Steps per engine: load the documents (multi-row INSERTs, one transaction per batch),
 then `ALTER TABLE ADD FULLTEXT` timed as its own step, then four query types, each with
@@ -17,6 +21,8 @@ The matching row sets of `term`, `bool_and` and `phrase` are compared with InnoD
 (relevance values differ between engines by design and are not compared).
 An engine that refuses FULLTEXT is reported as unsupported.
 """
+import gzip
+import json
 import os
 import random
 import re
@@ -24,8 +30,13 @@ import subprocess
 import time
 
 CORPUS_DIRS = [
-    ("python3.11-doc", "/usr/share/doc/python3.11/html/_sources", ".txt"),
-    ("perl-doc", "/usr/share/perl/5.36/pod", ".pod"),
+    ("python3.11-doc", "/usr/share/doc/python3.11/html/_sources", (".txt",)),
+    ("perl-doc", "/usr/share/perl/5.36/pod", (".pod",)),
+]
+# The larger corpus (profile fts-large): the same two packages and the Linux kernel's
+# documentation as Debian ships it (reStructuredText and plain text, gzipped).
+CORPUS_DIRS_LARGE = CORPUS_DIRS + [
+    ("linux-doc-6.1", "/usr/share/doc/linux-doc-6.1/Documentation", (".rst.gz", ".txt.gz")),
 ]
 DOC_BYTES = 2048
 QTYPES = ["term", "ranked", "bool_and", "phrase"]
@@ -37,8 +48,8 @@ should into only other some such these those your yours like just over very code
 false self return class def""".split())
 
 
-def ensure_corpus(B):
-    missing = [pkg for pkg, d, _ in CORPUS_DIRS if not os.path.isdir(d)]
+def ensure_corpus(B, dirs):
+    missing = [pkg for pkg, d, _ in dirs if not os.path.isdir(d)]
     if missing:
         B.log("fts: installing the corpus packages %s" % " ".join(missing))
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -47,14 +58,14 @@ def ensure_corpus(B):
             raise RuntimeError("apt-get install %s failed: %s" % (" ".join(missing), p.stderr[-300:]))
 
 
-def load_corpus(limit):
+def load_corpus(limit, dirs=None, doc_bytes=DOC_BYTES):
     docs = []
-    for _, d, ext in CORPUS_DIRS:
+    for _, d, exts in dirs or CORPUS_DIRS:
         for dp, _, files in sorted(os.walk(d)):
             for f in sorted(files):
-                if not f.endswith(ext):
+                if not f.endswith(exts):
                     continue
-                with open(os.path.join(dp, f), "rb") as fh:
+                with (gzip.open if f.endswith(".gz") else open)(os.path.join(dp, f), "rb") as fh:
                     text = fh.read().decode("utf-8", "replace")
                 cur, part = [], 0
                 for para in re.split(r"\n\s*\n", text):
@@ -62,7 +73,7 @@ def load_corpus(limit):
                     if not para:
                         continue
                     cur.append(para)
-                    if sum(len(x) for x in cur) >= DOC_BYTES:
+                    if sum(len(x) for x in cur) >= doc_bytes:
                         docs.append(("%s#%d" % (f, part), "\n\n".join(cur)))
                         cur, part = [], part + 1
                 if cur:
@@ -109,13 +120,16 @@ def query_sql(t, qt, rng, pick, terms, pairs):
 
 
 def run(B, srv, P, out):
-    ensure_corpus(B)
-    docs = load_corpus(P.get("fts_docs", 2000))
+    dirs = CORPUS_DIRS_LARGE if P.get("fts_corpus") == "large" else CORPUS_DIRS
+    ensure_corpus(B, dirs)
+    docs = load_corpus(P.get("fts_docs", 2000), dirs, P.get("fts_doc_bytes", DOC_BYTES))
     terms, pairs = vocabulary(docs)
     if len(terms) < 20 or len(pairs) < 5:
         raise RuntimeError("corpus too small: %d docs, %d terms, %d bigrams" % (len(docs), len(terms), len(pairs)))
     res = out.setdefault("fulltext", {"docs": len(docs), "bytes": sum(len(b) for _, b in docs),
-                                      "terms": len(terms), "bigrams": len(pairs), "engines": {}})
+                                      "terms": len(terms), "bigrams": len(pairs), "engines": {},
+                                      "corpus": [pkg for pkg, _, _ in dirs],
+                                      "doc_bytes": P.get("fts_doc_bytes", DOC_BYTES)})
     B.log("fts: %d documents, %.1f MiB, %d terms, %d bigrams" % (len(docs), res["bytes"] / B.MiB, len(terms), len(pairs)))
     # one fixed query list per (type, distribution): every engine runs the same statements
     zipf_terms = B.Keys(len(terms), B.SEED + 11)
@@ -193,20 +207,68 @@ def run(B, srv, P, out):
             c.close()
 
 
+LARGE_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "bench", "fulltext-large.json")
+LARGE_HEADING = "### 6.1 Larger corpus (separate run)"
+
+
 def markdown(B, out, A):
     ft = out.get("fulltext")
-    if not ft:
-        return
-    eng = ft["engines"]
-    A("## 6. Full-text search (%d documents, %.1f MiB of Debian's python3.11-doc and perl-doc text)" % (
-        ft["docs"], ft["bytes"] / B.MiB))
+    if ft:
+        A("## 6. Full-text search (%d documents, %.1f MiB of Debian's %s text)" % (
+            ft["docs"], ft["bytes"] / B.MiB, " and ".join(ft.get("corpus", ["python3.11-doc", "perl-doc"]))))
+        A("")
+        tables(B, ft, A)
+    if os.path.exists(LARGE_JSON):
+        with open(LARGE_JSON) as f:
+            large_markdown(B, json.load(f), A)
+
+
+def large_markdown(B, large, A):
+    """Section 6.1 from the saved figures of a `make bench-fts-large` run."""
+    ft = large["fulltext"]
+    A(LARGE_HEADING)
     A("")
+    A("A run of its own (`make bench-fts-large`: profile fts-large, the `fts` step alone) on %s, commit %s, load "
+      "average at start %s: %d documents, %.1f MiB of %s. Same steps, query lists and checks as above." % (
+          large.get("started"), large.get("commit"), " ".join(large.get("machine", {}).get("loadavg_start", [])),
+          ft["docs"], ft["bytes"] / B.MiB, ", ".join(ft.get("corpus", []))))
+    A("")
+    tables(B, ft, A)
+
+
+def save_large(B, out):
+    """Keeps a fts-large run's figures (docs/bench/fulltext-large.json) and writes its
+    section 6.1 into docs/BENCHMARKS.md in place (before section 7)."""
+    keep = {k: out.get(k) for k in ("started", "commit", "machine", "server_version", "fulltext")}
+    os.makedirs(os.path.dirname(LARGE_JSON), exist_ok=True)
+    with open(LARGE_JSON, "w") as f:
+        json.dump(keep, f, indent=1, default=str)
+    page = os.path.join(os.path.dirname(LARGE_JSON), "..", "BENCHMARKS.md")
+    if not os.path.exists(page):
+        return
+    L = []
+    large_markdown(B, keep, L.append)
+    text = open(page).read()
+    start = text.find(LARGE_HEADING)
+    if start < 0:
+        start = text.find("\n## 7.")
+        start = len(text) if start < 0 else start + 1
+        end = start
+    else:
+        end = text.find("\n## ", start)
+        end = len(text) if end < 0 else end + 1
+    with open(page, "w") as f:
+        f.write(text[:start] + "\n".join(L) + "\n" + text[end:])
+
+
+def tables(B, ft, A):
+    eng = ft["engines"]
     A("Documents of >= %d bytes packed from paragraphs; terms: %d words with a document frequency between 0.2%% and "
       "5%%, phrases: %d frequent bigrams. Load with 50-row INSERTs, then `ALTER TABLE ADD FULLTEXT` timed alone. "
       "Query types: `term` (natural language, all matches), `ranked` (two terms, ORDER BY MATCH DESC LIMIT 10), "
       "`bool_and` (`+a +b` in boolean mode), `phrase` (`\"a b\"` in boolean mode); terms zipfian or uniform over "
       "the term list. Row sets of term/bool_and/phrase are checked against InnoDB's." % (
-          DOC_BYTES, ft["terms"], ft["bigrams"]))
+          ft.get("doc_bytes", DOC_BYTES), ft["terms"], ft["bigrams"]))
     A("")
     unsup = ["%s (`%s`)" % (lab, x.get("error", "")[:80]) for lab, x in eng.items() if x.get("supported") is False]
     if unsup:

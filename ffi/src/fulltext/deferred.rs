@@ -4,7 +4,15 @@
 //! many documents (a multi-row INSERT, the row copy of ALTER TABLE ... ADD FULLTEXT)
 //! writes keys all over the index. Put at once, each would cost a full skiplist
 //! search with a cache miss per step, the largest cost of building an index by copy;
-//! they are buffered and written sorted ([`SortedPuts`]).
+//! they are buffered and written sorted.
+//!
+//! The buffer is an in-memory inverted index of the statement's documents: each
+//! distinct word is interned once (an id), a document adds one entry per stored
+//! word (word id, the row's primary key, the encoded positions) with no allocation
+//! of its own, and the write-out sorts only the distinct words; a word's entries
+//! arrive in row order, which is key order whenever the rows come in primary key
+//! order (the row copy of an ALTER TABLE, most multi-row INSERTs), and are sorted
+//! by primary key otherwise. The keys and values written are those of `postings`.
 //!
 //! What keeps reads right: the buffer holds only the postings of documents added by
 //! the current statement, after the row's ops all succeeded; it is written to the
@@ -15,69 +23,281 @@
 //! prepare). A statement rolled back drops it.
 use tidesdb_core::{Cf, Txn};
 
-use crate::sorted_puts::SortedPuts;
+use super::fxhash::FxHashMap;
+use super::postings::{document_texts, put_varint, DOC_LENGTH_PREFIX};
+use super::tokenizer::{words_into, Settings, Span};
 use crate::status::{FfiError, FfiResult, Status};
 
 /// Buffered bytes (keys and values) that make the buffer be written out.
 pub const FLUSH_BYTES: usize = 4 << 20;
 
+/// One buffered put: key = word ++ 0x00 ++ `arena[suffix..suffix + suffix_len]`,
+/// value = `arena[value..value + value_len]`, into family `family`.
+#[derive(Clone, Copy)]
+struct Entry {
+    family: u32,
+    word: u32,
+    suffix_len: u32,
+    value_len: u32,
+    suffix: usize,
+    value: usize,
+}
+
+/// Where the buffer ends, for [`DeferredPostings::truncate`].
+#[derive(Clone, Copy)]
+pub struct Mark {
+    entries: usize,
+    arena: usize,
+    bytes: usize,
+}
+
 /// Buffered postings, in arrival order until [`DeferredPostings::flush`].
 #[derive(Default)]
 pub struct DeferredPostings {
-    /// The postings, each with the slot in `cfs` of its family.
-    puts: SortedPuts,
+    entries: Vec<Entry>,
+    /// Primary keys and values of the entries.
+    arena: Vec<u8>,
+    /// Interned words: id -> (start in `word_bytes`, length); `word_ids` the reverse.
+    words: Vec<(usize, u32)>,
+    word_bytes: Vec<u8>,
+    word_ids: FxHashMap<Box<[u8]>, u32>,
+    /// Keys and values the entries stand for (what a put-by-put buffer would hold).
+    bytes: usize,
     /// The families the entries go to (few: one per FULLTEXT index written).
     cfs: Vec<Cf>,
+    /// Scratch of one document: its words' folded bytes and spans, and the stored
+    /// ones as (word id << 32 | position).
+    doc_buf: Vec<u8>,
+    doc_spans: Vec<Span>,
+    doc_terms: Vec<u64>,
 }
 
 impl DeferredPostings {
     pub fn is_empty(&self) -> bool {
-        self.puts.is_empty()
+        self.entries.is_empty()
     }
 
-    /// Buffers one posting of `cf`.
-    pub fn add(&mut self, cf: &Cf, key: &[u8], value: &[u8]) -> FfiResult<()> {
-        let family = match self.cfs.iter().position(|c| c.id() == cf.id()) {
-            Some(i) => i,
+    fn family(&mut self, cf: &Cf) -> u32 {
+        match self.cfs.iter().position(|c| c.id() == cf.id()) {
+            Some(i) => i as u32,
             None => {
                 self.cfs.push(cf.clone());
-                self.cfs.len() - 1
+                (self.cfs.len() - 1) as u32
             }
+        }
+    }
+
+    fn intern(&mut self, word: &[u8]) -> FfiResult<u32> {
+        if let Some(&id) = self.word_ids.get(word) {
+            return Ok(id);
+        }
+        let (id, len) = match (u32::try_from(self.words.len()), u32::try_from(word.len())) {
+            (Ok(i), Ok(l)) => (i, l),
+            _ => return Err(FfiError::new(Status::Invalid, "fulltext word too large")),
         };
-        self.puts.push(family as u32, key, value)
+        self.words.push((self.word_bytes.len(), len));
+        self.word_bytes.extend_from_slice(word);
+        self.word_ids.insert(word.into(), id);
+        Ok(id)
+    }
+
+    fn word(&self, id: u32) -> &[u8] {
+        let (at, len) = self.words[id as usize];
+        &self.word_bytes[at..at + len as usize]
+    }
+
+    /// Buffers one entry whose suffix and value are `arena[suffix..value]` and
+    /// `arena[value..]`.
+    fn push(&mut self, family: u32, word: u32, suffix: usize, value: usize) -> FfiResult<()> {
+        let (suffix_len, value_len) = match (
+            u32::try_from(value - suffix),
+            u32::try_from(self.arena.len() - value),
+        ) {
+            (Ok(s), Ok(v)) => (s, v),
+            _ => return Err(FfiError::new(Status::Invalid, "buffered entry too large")),
+        };
+        self.bytes += self.words[word as usize].1 as usize + 1 + (self.arena.len() - suffix);
+        self.entries.push(Entry {
+            family,
+            word,
+            suffix_len,
+            value_len,
+            suffix,
+            value,
+        });
+        Ok(())
+    }
+
+    /// Buffers the postings of one row's new document `doc` (primary key `pk`) for
+    /// the index in `cf` (see `postings`: a posting per stored word, and the
+    /// document's length where the index keeps lengths).
+    pub fn add_document(
+        &mut self,
+        cf: &Cf,
+        settings: &Settings,
+        pk: &[u8],
+        doc: &[u8],
+    ) -> FfiResult<()> {
+        let family = self.family(cf);
+        let mut buf = std::mem::take(&mut self.doc_buf);
+        let mut spans = std::mem::take(&mut self.doc_spans);
+        let mut terms = std::mem::take(&mut self.doc_terms);
+        buf.clear();
+        spans.clear();
+        terms.clear();
+        let result = (|| -> FfiResult<()> {
+            let mut pos = 0;
+            for col in document_texts(doc) {
+                let (text, fold_case) = col?;
+                let text = String::from_utf8_lossy(text);
+                pos = words_into(&text, pos, fold_case, &mut buf, &mut spans);
+            }
+            for s in &spans {
+                let w = &buf[s.start..s.start + s.len];
+                // The bytes of whole characters (`words_into`).
+                let w = std::str::from_utf8(w)
+                    .map_err(|_| FfiError::new(Status::Internal, "fulltext word not UTF-8"))?;
+                if settings.indexable_span(w, s.chars) {
+                    let id = self.intern(w.as_bytes())?;
+                    terms.push(u64::from(id) << 32 | u64::from(s.pos));
+                }
+            }
+            if terms.is_empty() {
+                return Ok(());
+            }
+            // By word id, each word's positions ascending.
+            terms.sort_unstable();
+            if settings.doc_lengths {
+                let id = self.intern(b"")?;
+                let suffix = self.arena.len();
+                self.arena.extend_from_slice(&DOC_LENGTH_PREFIX[1..]);
+                self.arena.extend_from_slice(pk);
+                let value = self.arena.len();
+                put_varint(
+                    &mut self.arena,
+                    u32::try_from(terms.len()).unwrap_or(u32::MAX),
+                );
+                self.push(family, id, suffix, value)?;
+            }
+            let pk_at = self.arena.len();
+            self.arena.extend_from_slice(pk);
+            let mut i = 0;
+            while let Some(&first) = terms.get(i) {
+                let id = (first >> 32) as u32;
+                let n = terms[i..]
+                    .iter()
+                    .take_while(|&&t| (t >> 32) as u32 == id)
+                    .count();
+                // Every entry's suffix is the document's primary key, written once.
+                let value = self.arena.len();
+                put_varint(&mut self.arena, n as u32);
+                let mut prev = 0u32;
+                for &t in &terms[i..i + n] {
+                    let p = t as u32;
+                    put_varint(&mut self.arena, p - prev);
+                    prev = p;
+                }
+                let value_len = u32::try_from(self.arena.len() - value)
+                    .map_err(|_| FfiError::new(Status::Invalid, "buffered entry too large"))?;
+                self.bytes +=
+                    self.words[id as usize].1 as usize + 1 + pk.len() + value_len as usize;
+                self.entries.push(Entry {
+                    family,
+                    word: id,
+                    suffix_len: pk.len() as u32,
+                    value_len,
+                    suffix: pk_at,
+                    value,
+                });
+                i += n;
+            }
+            Ok(())
+        })();
+        self.doc_buf = buf;
+        self.doc_spans = spans;
+        self.doc_terms = terms;
+        result
     }
 
     /// Where the buffer ends now, for [`DeferredPostings::truncate`].
-    pub fn mark(&self) -> (usize, usize) {
-        self.puts.mark()
+    pub fn mark(&self) -> Mark {
+        Mark {
+            entries: self.entries.len(),
+            arena: self.arena.len(),
+            bytes: self.bytes,
+        }
     }
 
-    /// Drops what was buffered after `mark` (the row's ops failed).
-    pub fn truncate(&mut self, mark: (usize, usize)) {
-        self.puts.truncate(mark);
+    /// Drops what was buffered after `mark` (the row's ops failed). Words interned
+    /// since stay interned, without entries.
+    pub fn truncate(&mut self, mark: Mark) {
+        self.entries.truncate(mark.entries);
+        self.arena.truncate(mark.arena);
+        self.bytes = mark.bytes;
     }
 
     pub fn bytes(&self) -> usize {
-        self.puts.bytes()
+        self.bytes
     }
 
     /// Writes the buffered postings to `txn`, each family's in key order (of two
-    /// postings of one key the later wins, as written in turn).
+    /// postings of one key the later wins, as written in turn), and empties the
+    /// buffer; on an error the buffer is kept.
     pub fn flush(&mut self, txn: &mut Txn) -> FfiResult<()> {
-        let cfs = &self.cfs;
-        self.puts.write_sorted(|family, key, value| {
-            let cf = cfs
-                .get(family as usize)
+        if self.entries.is_empty() {
+            self.clear();
+            return Ok(());
+        }
+        // The words' ranks in byte order. No word holds a 0x00 byte, so ordering
+        // by (word, suffix) is ordering by key (word ++ 0x00 ++ suffix).
+        let mut order: Vec<u32> = (0..self.words.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.word(a).cmp(self.word(b)));
+        let mut rank = vec![0u32; order.len()];
+        for (r, &id) in order.iter().enumerate() {
+            rank[id as usize] = r as u32;
+        }
+        // Stable: within a word, arrival order.
+        self.entries
+            .sort_by_key(|e| (e.family, rank[e.word as usize]));
+        let arena = &self.arena;
+        let suffix = |e: &Entry| &arena[e.suffix..e.suffix + e.suffix_len as usize];
+        let mut i = 0;
+        while let Some(first) = self.entries.get(i).copied() {
+            let n = self.entries[i..]
+                .iter()
+                .take_while(|e| e.family == first.family && e.word == first.word)
+                .count();
+            let group = &mut self.entries[i..i + n];
+            if !group.windows(2).all(|w| suffix(&w[0]) <= suffix(&w[1])) {
+                group.sort_by(|a, b| suffix(a).cmp(suffix(b)));
+            }
+            i += n;
+        }
+        let mut key = Vec::new();
+        for e in &self.entries {
+            let cf = self
+                .cfs
+                .get(e.family as usize)
                 .ok_or_else(|| FfiError::new(Status::Internal, "posting of no family"))?;
-            Ok(txn.put(cf, key, value)?)
-        })?;
-        self.cfs.clear();
+            let (at, len) = self.words[e.word as usize];
+            key.clear();
+            key.extend_from_slice(&self.word_bytes[at..at + len as usize]);
+            key.push(0);
+            key.extend_from_slice(suffix(e));
+            txn.put(cf, &key, &arena[e.value..e.value + e.value_len as usize])?;
+        }
+        self.clear();
         Ok(())
     }
 
     /// Forgets the buffered postings (their statement was rolled back).
     pub fn clear(&mut self) {
-        self.puts.clear();
+        self.entries.clear();
+        self.arena.clear();
+        self.words.clear();
+        self.word_bytes.clear();
+        self.word_ids.clear();
+        self.bytes = 0;
         self.cfs.clear();
     }
 }

@@ -24,18 +24,36 @@
 //! stored words all within a window of N words.
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use super::fxhash::FxHashMap;
 use super::parser::{Ast, Kind, Oper};
 use super::tokenizer::{words, Settings, Word};
 use crate::status::{FfiError, FfiResult, Status};
 
 /// Postings of one word: (primary key, positions) in key order.
 pub type WordPostings = Vec<(Vec<u8>, Vec<u32>)>;
+/// Term frequencies of one word: (primary key, tf) in key order.
+pub type WordFreqs = Vec<(Vec<u8>, u32)>;
 
 /// What the evaluation reads: the index and the rows' documents.
 pub trait Source {
     /// The postings of `word`, or with `prefix` of every word starting with it
     /// (in word order).
     fn postings(&mut self, word: &str, prefix: bool) -> FfiResult<Vec<(String, WordPostings)>>;
+    /// [`Source::postings`] with each row's term frequency instead of its positions
+    /// (what a word outside a phrase needs).
+    fn frequencies(&mut self, word: &str, prefix: bool) -> FfiResult<Vec<(String, WordFreqs)>> {
+        Ok(self
+            .postings(word, prefix)?
+            .into_iter()
+            .map(|(w, p)| {
+                let f = p
+                    .into_iter()
+                    .map(|(pk, pos)| (pk, pos.len() as u32))
+                    .collect();
+                (w, f)
+            })
+            .collect())
+    }
     /// A row's document as words (all of them, with positions) per column; None if
     /// the row is gone.
     fn document(&mut self, pk: &[u8]) -> FfiResult<Option<Vec<Vec<Word>>>>;
@@ -69,12 +87,14 @@ struct Ranking {
     words: Option<BTreeSet<usize>>,
 }
 
-type Docs = BTreeMap<Vec<u8>, Ranking>;
+/// By primary key; nothing depends on the order (results are sorted, each row's
+/// relevance sums its words in `word_vector` order).
+type Docs = FxHashMap<Vec<u8>, Ranking>;
 
 #[derive(Default)]
 struct WordFreq {
     doc_count: u64,
-    doc_freqs: HashMap<Vec<u8>, u32>,
+    doc_freqs: FxHashMap<Vec<u8>, u32>,
     idf: f64,
 }
 
@@ -143,7 +163,7 @@ impl<'a> Eval<'a> {
             settings,
             fold_case,
             total_docs,
-            doc_ids: Docs::new(),
+            doc_ids: Docs::default(),
             intersection: None,
             oper: Oper::None,
             multi_exist: false,
@@ -173,7 +193,8 @@ impl<'a> Eval<'a> {
         self
     }
 
-    /// Runs the query; returns every matching row with its relevance.
+    /// Runs the query; returns every matching row with its relevance, in primary
+    /// key order.
     pub fn run(mut self, ast: &mut Ast, expand: bool) -> FfiResult<Vec<(Vec<u8>, f32)>> {
         let Some(root) = ast.root else {
             return Ok(Vec::new());
@@ -283,7 +304,7 @@ impl<'a> Eval<'a> {
         match ast.nodes[node].kind.clone() {
             Kind::Text { text, distance } => {
                 if self.oper == Oper::Exist {
-                    self.intersection = Some(Docs::new());
+                    self.intersection = Some(Docs::default());
                 }
                 self.phrase_search(&text, distance)?;
                 if self.oper == Oper::Exist {
@@ -329,7 +350,7 @@ impl<'a> Eval<'a> {
 
     fn merge_doc_ids(&mut self, sub: Docs) {
         if self.oper == Oper::Exist {
-            self.intersection = Some(Docs::new());
+            self.intersection = Some(Docs::default());
         }
         for (pk, r) in sub {
             self.process_doc_id(&pk, r.rank);
@@ -351,7 +372,7 @@ impl<'a> Eval<'a> {
         match self.oper {
             Oper::Exist => {
                 if !(self.doc_ids.is_empty() && self.multi_exist) {
-                    self.intersection = Some(Docs::new());
+                    self.intersection = Some(Docs::default());
                     self.read_word(token, wildcard)?;
                     self.doc_ids = self.intersection.take().unwrap_or_default();
                 }
@@ -378,16 +399,16 @@ impl<'a> Eval<'a> {
         let mut docs = 0u64;
         let mut freqs: Vec<(Vec<u8>, u32)> = Vec::new();
         let mut pos = self.word_map.get(token).copied();
-        let mut words = self.src.postings(token, wildcard)?;
+        let mut words = self.src.frequencies(token, wildcard)?;
         if let (true, Some(order)) = (wildcard && words.len() > 1, self.word_order) {
             words.sort_by_cached_key(|(w, _)| collation_key(w, order));
         }
         for (_, postings) in words {
-            for (pk, positions) in postings {
+            for (pk, tf) in postings {
                 docs += 1;
                 self.process_doc_id(&pk, 0.0);
                 self.add_word_at(&pk, token, &mut pos);
-                freqs.push((pk, positions.len() as u32));
+                freqs.push((pk, tf));
             }
         }
         let wf = self.word_freqs.entry(token.to_string()).or_default();
@@ -732,6 +753,7 @@ impl<'a> Eval<'a> {
             }
             out.push((pk, rank));
         }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 }

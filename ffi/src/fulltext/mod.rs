@@ -13,6 +13,7 @@
 //! reads the rows too).
 pub mod deferred;
 pub mod eval;
+mod fxhash;
 pub mod inspect;
 pub mod parser;
 pub mod postings;
@@ -66,12 +67,18 @@ struct IndexSource<'a> {
     doc_lengths: bool,
 }
 
-impl eval::Source for IndexSource<'_> {
-    fn postings(
+/// Postings by word: each row's primary key with what was read of its value.
+type ByWord<T> = Vec<(String, Vec<(Vec<u8>, T)>)>;
+
+impl IndexSource<'_> {
+    /// Every posting of `word` (or of every word starting with it), by word, each
+    /// value read by `decode`.
+    fn read_postings<T>(
         &mut self,
         word: &str,
         prefix: bool,
-    ) -> FfiResult<Vec<(String, eval::WordPostings)>> {
+        decode: fn(&[u8]) -> FfiResult<T>,
+    ) -> FfiResult<ByWord<T>> {
         let mut start = word.as_bytes().to_vec();
         if !prefix {
             start.push(0);
@@ -82,23 +89,41 @@ impl eval::Source for IndexSource<'_> {
         };
         let mut it = self.txn.iter(&self.cf, opts)?;
         it.seek(&start);
-        let mut out: Vec<(String, eval::WordPostings)> = Vec::new();
+        let mut out: ByWord<T> = Vec::new();
         while it.valid() && it.key().starts_with(&start) {
             let (w, pk) = postings::split_key(it.key())?;
             // The settings key (empty word) is no posting.
             if !w.is_empty() {
-                let positions = postings::decode_positions(it.value())?;
+                let decoded = decode(it.value())?;
                 if out.last().map(|(lw, _)| lw.as_bytes()) != Some(w) {
                     out.push((String::from_utf8_lossy(w).into_owned(), Vec::new()));
                 }
                 if let Some((_, p)) = out.last_mut() {
-                    p.push((pk.to_vec(), positions));
+                    p.push((pk.to_vec(), decoded));
                 }
             }
             it.next();
         }
         it.status()?;
         Ok(out)
+    }
+}
+
+impl eval::Source for IndexSource<'_> {
+    fn postings(
+        &mut self,
+        word: &str,
+        prefix: bool,
+    ) -> FfiResult<Vec<(String, eval::WordPostings)>> {
+        self.read_postings(word, prefix, postings::decode_positions)
+    }
+
+    fn frequencies(
+        &mut self,
+        word: &str,
+        prefix: bool,
+    ) -> FfiResult<Vec<(String, eval::WordFreqs)>> {
+        self.read_postings(word, prefix, postings::term_frequency)
     }
 
     fn document(&mut self, pk: &[u8]) -> FfiResult<Option<Vec<Vec<Word>>>> {
@@ -345,7 +370,7 @@ pub unsafe extern "C" fn tdb_ft_index_settings(
         } else {
             // SAFETY: valid buffer by contract.
             let mut rest = unsafe { raw::bytes(words, words_len) }?;
-            let mut set = std::collections::HashSet::new();
+            let mut set = tokenizer::StopWords::default();
             while !rest.is_empty() {
                 let bad = || FfiError::new(Status::Invalid, "truncated stopword list");
                 let (len, tail) = rest.split_first_chunk::<4>().ok_or_else(bad)?;

@@ -36,28 +36,42 @@ use std::collections::BTreeMap;
 use tidesdb_core::{Cf, Txn};
 
 use super::deferred::DeferredPostings;
-use super::tokenizer::{words, Settings, Word};
+use super::tokenizer::{words, words_into, Settings, Word};
 use crate::status::{FfiError, FfiResult, Status};
 
 /// Top bit of a document column's length: its words keep their case.
 pub const DOC_CASE_SENSITIVE: u32 = 1 << 31;
 
+/// The columns of a document: each one's text and whether its words fold case.
+pub fn document_texts(doc: &[u8]) -> impl Iterator<Item = FfiResult<(&[u8], bool)>> {
+    let mut rest = doc;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let truncated = || FfiError::new(Status::Invalid, "truncated fulltext document");
+        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
+            rest = &[];
+            return Some(Err(truncated()));
+        };
+        let len = u32::from_le_bytes(*len);
+        let fold_case = len & DOC_CASE_SENSITIVE == 0;
+        let len = (len & !DOC_CASE_SENSITIVE) as usize;
+        let Some(text) = tail.get(..len) else {
+            rest = &[];
+            return Some(Err(truncated()));
+        };
+        rest = &tail[len..];
+        Some(Ok((text, fold_case)))
+    })
+}
+
 /// The columns of a document, each as its words (all of them) with positions.
 pub fn document_columns(doc: &[u8]) -> FfiResult<Vec<Vec<Word>>> {
     let mut cols = Vec::new();
     let mut pos = 0;
-    let mut rest = doc;
-    while !rest.is_empty() {
-        let (len, tail) = rest
-            .split_first_chunk::<4>()
-            .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
-        let len = u32::from_le_bytes(*len);
-        let fold_case = len & DOC_CASE_SENSITIVE == 0;
-        let len = (len & !DOC_CASE_SENSITIVE) as usize;
-        let text = tail
-            .get(..len)
-            .ok_or_else(|| FfiError::new(Status::Invalid, "truncated fulltext document"))?;
-        rest = &tail[len..];
+    for col in document_texts(doc) {
+        let (text, fold_case) = col?;
         let text = String::from_utf8_lossy(text);
         let (ws, next) = words(&text, pos, fold_case);
         pos = next;
@@ -69,15 +83,32 @@ pub fn document_columns(doc: &[u8]) -> FfiResult<Vec<Vec<Word>>> {
 /// The stored words of a document with their positions.
 pub fn document_terms(doc: &[u8], settings: &Settings) -> FfiResult<BTreeMap<String, Vec<u32>>> {
     let mut terms: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for w in document_columns(doc)?.into_iter().flatten() {
-        if settings.indexable(&w.text) {
-            terms.entry(w.text).or_default().push(w.pos);
+    let (mut buf, mut spans, mut pos) = (Vec::new(), Vec::new(), 0);
+    for col in document_texts(doc) {
+        let (text, fold_case) = col?;
+        pos = words_into(
+            &String::from_utf8_lossy(text),
+            pos,
+            fold_case,
+            &mut buf,
+            &mut spans,
+        );
+    }
+    for s in &spans {
+        let w = String::from_utf8_lossy(&buf[s.start..s.start + s.len]);
+        if settings.indexable_span(&w, s.chars) {
+            match terms.get_mut(w.as_ref()) {
+                Some(p) => p.push(s.pos),
+                None => {
+                    terms.insert(w.into_owned(), vec![s.pos]);
+                }
+            }
         }
     }
     Ok(terms)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -191,18 +222,7 @@ pub fn defer_document(
     pk: &[u8],
     doc: &[u8],
 ) -> FfiResult<()> {
-    let terms = document_terms(doc, settings)?;
-    if settings.doc_lengths && !terms.is_empty() {
-        deferred.add(
-            cf,
-            &doc_length_key(pk),
-            &doc_length_value(stored_length(&terms)),
-        )?;
-    }
-    for (word, positions) in terms {
-        deferred.add(cf, &posting_key(&word, pk), &posting_value(&positions))?;
-    }
-    Ok(())
+    deferred.add_document(cf, settings, pk, doc)
 }
 
 /// Adds (put) or removes (!put) the postings of one row's document.

@@ -18,12 +18,12 @@
 //!
 //! An index without the key was built before settings were recorded: it is read
 //! with the defaults it was built with ([`Settings::legacy`]).
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tidesdb_core::{Cf, Txn};
 
-use super::tokenizer::{Settings, MAX_TOKEN_LIMIT};
+use super::tokenizer::{Settings, StopWords, MAX_TOKEN_LIMIT};
 use crate::status::{FfiError, FfiResult, Status};
 
 pub const SETTINGS_KEY: &[u8] = b"\x00settings";
@@ -70,7 +70,7 @@ pub fn decode(v: &[u8]) -> FfiResult<Settings> {
     let (min, rest) = rest.split_first_chunk::<2>().ok_or_else(bad)?;
     let (max, rest) = rest.split_first_chunk::<2>().ok_or_else(bad)?;
     let (n, mut rest) = rest.split_first_chunk::<4>().ok_or_else(bad)?;
-    let mut words = HashSet::new();
+    let mut words = StopWords::default();
     for _ in 0..u32::from_le_bytes(*n) {
         let (len, tail) = rest.split_first_chunk::<2>().ok_or_else(bad)?;
         let len = u16::from_le_bytes(*len) as usize;

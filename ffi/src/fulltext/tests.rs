@@ -325,3 +325,140 @@ fn bm25_ranks_by_length_frequency_and_rarity() {
     let raised = rank("apple >cherry", true);
     assert!(raised[&2] > plain[&2], "{plain:?} {raised:?}");
 }
+
+/// The deferred buffer writes exactly the keys and values `apply_document` puts one
+/// by one: over random documents (ASCII, accented, case-sensitive columns, repeated
+/// words, stopwords), primary keys in ascending and in random order, two indexes
+/// (with and without document lengths), a truncated row and a repeated row.
+#[test]
+fn deferred_postings_write_what_apply_document_writes() {
+    use super::deferred::DeferredPostings;
+    use tidesdb_core::{CfOptions, Db, DbOptions, Isolation, IterOptions};
+    let vocab = [
+        "tide",
+        "Tide",
+        "moon",
+        "the",
+        "sea",
+        "déjà",
+        "Straße",
+        "ab",
+        "x_y",
+        "42",
+        "moonlight",
+        "ÉCOLE",
+        "école",
+        "of",
+        "tidesdb",
+        "a",
+    ];
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let dump = |db: &Db, cf: &tidesdb_core::Cf| {
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        let mut it = txn.iter(cf, IterOptions::default()).expect("iter");
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next();
+        }
+        out
+    };
+    for ordered in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let with_lengths = Settings::current(Some(super::tokenizer::default_stopwords()));
+        let legacy = Settings::legacy();
+        let cfs: Vec<_> = (0..4)
+            .map(|i| {
+                db.create_cf(&format!("t1.i{i}"), CfOptions::default())
+                    .expect("cf")
+            })
+            .collect();
+        let mut pks: Vec<u32> = (0..300).collect();
+        if !ordered {
+            for i in (1..pks.len()).rev() {
+                pks.swap(i, next(i as u64 + 1) as usize);
+            }
+        }
+        pks.push(pks[7]);
+        let mut direct = db.begin(Isolation::ReadCommitted);
+        let mut buffered = db.begin(Isolation::ReadCommitted);
+        let mut deferred = DeferredPostings::default();
+        for (n, &pk) in pks.iter().enumerate() {
+            let mut d = Vec::new();
+            for col in 0..1 + next(2) {
+                let text: Vec<&str> = (0..next(30))
+                    .map(|_| vocab[next(vocab.len() as u64) as usize])
+                    .collect();
+                let text = text.join(if next(2) == 0 { " " } else { ", " });
+                let mut len = text.len() as u32;
+                if col == 1 && next(3) == 0 {
+                    len |= DOC_CASE_SENSITIVE;
+                }
+                d.extend_from_slice(&len.to_le_bytes());
+                d.extend_from_slice(text.as_bytes());
+            }
+            let key = pk.to_be_bytes();
+            for (settings, (dcf, bcf)) in [
+                (&with_lengths, (&cfs[0], &cfs[2])),
+                (&legacy, (&cfs[1], &cfs[3])),
+            ] {
+                let mark = deferred.mark();
+                if n % 50 == 3 {
+                    // A row whose ops failed: buffered, then dropped.
+                    deferred
+                        .add_document(bcf, settings, &key, &d)
+                        .expect("defer");
+                    deferred.truncate(mark);
+                }
+                apply_document(&mut direct, dcf, settings, &key, &d, true).expect("put");
+                deferred
+                    .add_document(bcf, settings, &key, &d)
+                    .expect("defer");
+            }
+            if n % 97 == 96 {
+                deferred.flush(&mut buffered).expect("flush");
+            }
+        }
+        deferred.flush(&mut buffered).expect("flush");
+        assert!(deferred.is_empty() && deferred.bytes() == 0);
+        direct.commit().expect("commit");
+        buffered.commit().expect("commit");
+        for i in 0..2 {
+            let (a, b) = (dump(&db, &cfs[i]), dump(&db, &cfs[i + 2]));
+            assert!(!a.is_empty());
+            assert_eq!(a, b, "index {i}, ordered {ordered}");
+        }
+    }
+}
+
+/// A document's buffered bytes are its postings' keys and values, as put one by one.
+#[test]
+fn deferred_bytes_count_keys_and_values() {
+    use super::deferred::DeferredPostings;
+    use tidesdb_core::{CfOptions, Db, DbOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+    let cf = db.create_cf("t1.i1", CfOptions::default()).expect("cf");
+    let s = Settings::current(None);
+    let d = doc(&["tide moon tide"]);
+    let mut deferred = DeferredPostings::default();
+    deferred.add_document(&cf, &s, b"pk", &d).expect("defer");
+    let terms = document_terms(&d, &s).expect("terms");
+    let mut want = doc_length_key(b"pk").len() + doc_length_value(3).len();
+    for (w, p) in &terms {
+        want += posting_key(w, b"pk").len() + posting_value(p).len();
+    }
+    assert_eq!(deferred.bytes(), want);
+    assert!(document_terms(&[9, 0, 0, 0, b'a'], &s).is_err());
+    assert!(deferred
+        .add_document(&cf, &s, b"pk", &[9, 0, 0, 0, b'a'])
+        .is_err());
+}

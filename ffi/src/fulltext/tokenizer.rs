@@ -5,7 +5,7 @@
 //! alphanumerics), folded with Unicode lower-casing unless the column's collation
 //! is case-sensitive (accents are folded before, by the shim, where the collation
 //! ignores them).
-use std::collections::HashSet;
+use super::fxhash::FxHashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Longest word an index may store (InnoDB's innodb_ft_max_token_size maximum).
@@ -29,6 +29,9 @@ pub fn set_max_token(n: usize) {
     MAX_TOKEN.store(n.clamp(1, MAX_TOKEN_LIMIT), Ordering::Relaxed);
 }
 
+/// A stopword list (folded words).
+pub type StopWords = FxHashSet<String>;
+
 /// What an index stores, fixed when it is built (as InnoDB keeps an index's
 /// stopword list in its FTS config; token sizes are server-wide there).
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +39,7 @@ pub struct Settings {
     pub min_token: usize,
     pub max_token: usize,
     /// None: no stopwords (stopwords disabled when the index was built).
-    pub stopwords: Option<HashSet<String>>,
+    pub stopwords: Option<StopWords>,
     /// The index keeps each document's length (BM25 ranking, see `postings`).
     pub doc_lengths: bool,
 }
@@ -55,7 +58,7 @@ impl Settings {
     }
 
     /// The current server settings with the given stopword list.
-    pub fn current(stopwords: Option<HashSet<String>>) -> Self {
+    pub fn current(stopwords: Option<StopWords>) -> Self {
         Settings {
             min_token: MIN_TOKEN.load(Ordering::Relaxed),
             max_token: MAX_TOKEN.load(Ordering::Relaxed),
@@ -77,9 +80,14 @@ impl Settings {
     pub fn indexable(&self, word: &str) -> bool {
         self.size_in_range(word) && !self.is_stopword(word)
     }
+
+    /// [`Settings::indexable`] of a word of `chars` characters.
+    pub fn indexable_span(&self, word: &str, chars: usize) -> bool {
+        chars >= self.min_token && chars <= self.max_token && !self.is_stopword(word)
+    }
 }
 
-pub fn default_stopwords() -> HashSet<String> {
+pub fn default_stopwords() -> StopWords {
     DEFAULT_STOPWORDS.iter().map(|s| s.to_string()).collect()
 }
 
@@ -103,34 +111,69 @@ pub fn fold(s: &str, fold_case: bool) -> String {
     }
 }
 
+/// A word of a text in a scratch buffer ([`words_into`]): its folded bytes at
+/// `start..start + len`, its length in characters and its position.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    pub start: usize,
+    pub len: usize,
+    pub chars: usize,
+    pub pos: u32,
+}
+
 /// Splits `text` into words starting at position `start`; returns every word
-/// (stored or not) and the next position. ASCII bytes (most text) take a path of
-/// their own: the same classes and folding as the `char` path, without decoding.
+/// (stored or not) and the next position.
 pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
-    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut spans = Vec::new();
+    let next = words_into(text, start, fold_case, &mut buf, &mut spans);
+    let out = spans
+        .iter()
+        .map(|s| Word {
+            text: String::from_utf8_lossy(&buf[s.start..s.start + s.len]).into_owned(),
+            pos: s.pos,
+        })
+        .collect();
+    (out, next)
+}
+
+/// [`words`] without an allocation per word: appends each word's folded bytes to
+/// `buf` (always whole UTF-8 characters) and its [`Span`] to `spans`; returns the
+/// next position. ASCII bytes (most text) take a path of their own: the same
+/// classes and folding as the `char` path, without decoding.
+pub fn words_into(
+    text: &str,
+    start: u32,
+    fold_case: bool,
+    buf: &mut Vec<u8>,
+    spans: &mut Vec<Span>,
+) -> u32 {
     let mut pos = start;
-    let mut cur = String::new();
-    let mut flush = |cur: &mut String, pos: &mut u32| {
-        if !cur.is_empty() {
-            out.push(Word {
-                text: std::mem::take(cur),
+    // The word being read: where it starts in `buf`, its characters.
+    let mut at = buf.len();
+    let mut chars = 0usize;
+    let mut flush = |buf: &mut Vec<u8>, at: &mut usize, chars: &mut usize, pos: &mut u32| {
+        if buf.len() > *at {
+            spans.push(Span {
+                start: *at,
+                len: buf.len() - *at,
+                chars: *chars,
                 pos: *pos,
             });
             *pos = pos.saturating_add(1);
         }
+        *at = buf.len();
+        *chars = 0;
     };
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b.is_ascii() {
             if b.is_ascii_alphanumeric() || b == b'_' {
-                cur.push(char::from(if fold_case {
-                    b.to_ascii_lowercase()
-                } else {
-                    b
-                }));
+                buf.push(if fold_case { b.to_ascii_lowercase() } else { b });
+                chars += 1;
             } else {
-                flush(&mut cur, &mut pos);
+                flush(buf, &mut at, &mut chars, &mut pos);
             }
             i += 1;
             continue;
@@ -139,16 +182,21 @@ pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
             break;
         };
         if is_word_char(c) {
+            let mut tmp = [0u8; 4];
             if fold_case {
-                cur.extend(c.to_lowercase());
+                for l in c.to_lowercase() {
+                    buf.extend_from_slice(l.encode_utf8(&mut tmp).as_bytes());
+                    chars += 1;
+                }
             } else {
-                cur.push(c);
+                buf.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
+                chars += 1;
             }
         } else {
-            flush(&mut cur, &mut pos);
+            flush(buf, &mut at, &mut chars, &mut pos);
         }
         i += c.len_utf8();
     }
-    flush(&mut cur, &mut pos);
-    (out, pos)
+    flush(buf, &mut at, &mut chars, &mut pos);
+    pos
 }
