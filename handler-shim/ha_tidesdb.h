@@ -151,6 +151,8 @@ public:
   bool inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info) override;
   bool commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_info *ha_alter_info,
                                   bool commit) override;
+  bool commit_rebuild_group(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
+  bool after_rebuild(TABLE *altered_table);
   /* The engine's definition version (tdb_table_version): kept by the server's DDL
      log across an in-place ALTER, so that after a crash tidesdb_check_version tells
      whether the engine committed it. */

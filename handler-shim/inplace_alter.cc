@@ -147,6 +147,9 @@ public:
   bool online = false;
   /* An online rebuild (online_rebuild.cc): everything else is unused then. */
   std::unique_ptr<Online_rebuild> rebuild;
+  /* The handler that prepared this context: in a partitioned table, the
+     partition's (the first partition's commit switches them all). */
+  ha_tidesdb *owner = nullptr;
   /* A new column definition version (instant ADD / DROP / reorder / NULL): the
      new definition's layout, which the build decodes rows through. */
   bool columns_changed = false;
@@ -499,6 +502,7 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     return true;
   }
   ha_alter_info->handler_ctx = ctx;
+  ctx->owner = this;
   /* The new definition's secondary indexes, in its key order (the engine index
      numbering of the reopened table). */
   uint new_pk = altered_table->s->primary_key;
@@ -904,19 +908,12 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
       ctx->rebuild.reset(); /* drops the new table */
       return false;
     }
+    if (ha_alter_info->group_commit_ctx)
+      return commit_rebuild_group(altered_table, ha_alter_info);
     close_cursor();
     if (ctx->rebuild->finish(this, table, altered_table)) return true;
     ctx->rebuild.reset();
-    if (int st = fk_register_keys(m_name.c_str(), altered_table)) {
-      print_error(fail(st), MYF(0));
-      return true;
-    }
-    if (m_share) {
-      m_share->forget_statistics();
-      std::lock_guard<std::mutex> guard(m_share->count_mutex);
-      m_share->count_stamp = UINT64_MAX;
-    }
-    return false;
+    return after_rebuild(altered_table);
   }
   if (!commit) {
     /* Rollback: the built families were never named; drop them now (an online
@@ -966,4 +963,53 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
   /* Saved statistics were per key position: the catalog dropped them. */
   if (m_share) m_share->forget_statistics();
   return false;
+}
+
+/* What follows a committed rebuild of this handler's table. */
+bool ha_tidesdb::after_rebuild(TABLE *altered_table) {
+  if (int st = fk_register_keys(m_name.c_str(), altered_table)) {
+    print_error(fail(st), MYF(0));
+    return true;
+  }
+  if (m_share) {
+    m_share->forget_statistics();
+    std::lock_guard<std::mutex> guard(m_share->count_mutex);
+    m_share->count_stamp = UINT64_MAX;
+  }
+  return false;
+}
+
+/* The commit of an online rebuild of a partitioned table: the server's partition
+   handler calls the first partition's commit with every partition's context
+   (group_commit_ctx, NULL-terminated); all switch in one catalog transaction
+   (Online_rebuild::finish_group), and group_commit_ctx is cleared to say so. A
+   failure leaves every partition as it was; the server's rollback then drops
+   each partition's new table. */
+bool ha_tidesdb::commit_rebuild_group(TABLE *altered_table, Alter_inplace_info *ha_alter_info) {
+  std::vector<Online_rebuild::Part> parts;
+  for (inplace_alter_handler_ctx **p = ha_alter_info->group_commit_ctx; *p; p++) {
+    auto *c = static_cast<Tidesdb_alter_ctx *>(*p);
+    if (!c->rebuild || !c->owner) {
+      my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a partition was not rebuilt");
+      return true;
+    }
+    parts.push_back({c->owner, c->rebuild.get()});
+  }
+  /* The partitioned table's path: a partition's without its suffix. */
+  const std::string &name = parts.empty() ? m_name : parts[0].handler->m_name;
+  size_t base = name.rfind('/');
+  base = base == std::string::npos ? 0 : base + 1;
+  size_t cut = name.find("#P#", base);
+  if (cut == std::string::npos) cut = name.find("#p#", base);
+  if (cut == std::string::npos) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a partition's name has no partition suffix");
+    return true;
+  }
+  std::string path = name.substr(0, cut);
+  for (const Online_rebuild::Part &p : parts) p.handler->close_cursor();
+  if (Online_rebuild::finish_group(parts, altered_table, path)) return true;
+  ha_alter_info->group_commit_ctx = nullptr;
+  bool failed = false;
+  for (const Online_rebuild::Part &p : parts) failed |= p.handler->after_rebuild(altered_table);
+  return failed;
 }

@@ -2,9 +2,19 @@
   Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
 
   What is rebuilt online (refusal): a table without generated columns, CHECK
-  constraints, FOREIGN KEYs, FULLTEXT / SPATIAL / hash keys or partitions, whose new
+  constraints, FOREIGN KEYs or FULLTEXT / SPATIAL / hash keys, whose new
   definition keeps a primary key (or keeps none: the hidden row ids stay), and
   whose new columns take a constant default. Everything else copies (LOCK=SHARED).
+
+  A partitioned table: the server's partition handler runs each step on every
+  partition's handler; each partition is rebuilt as a table of its own (its own
+  log, snapshot and new families), except that the columns the partitioning
+  reads keep their storage (a row stays in its partition). The switch is one
+  for all (finish_group, called by the first partition's commit with the
+  others' contexts, Alter_inplace_info::group_commit_ctx): every partition's
+  log is replayed, then one catalog transaction switches them all and records
+  the new definition's id under the partitioned table's path, which the
+  server's DDL recovery asks about after a crash (tidesdb_check_version).
 
   Rows are converted as copy_data_between_tables converts them: a Copy_field per
   column of the new definition that has an old one (Create_field::field), the
@@ -44,8 +54,7 @@ static bool has_generated_or_check(TABLE *t) {
 
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
-  if (!h->m_share || from->s->partition_info_str_len || from->part_info)
-    return "TidesDB changes partitioned tables by copying them";
+  if (!h->m_share) return "TidesDB: the table is not open";
   if (info->ignore) return "ALTER IGNORE removes duplicates by copying the table";
   if (info->handler_flags & (ALTER_ADD_FOREIGN_KEY | ALTER_DROP_FOREIGN_KEY |
                              ALTER_ADD_CHECK_CONSTRAINT | ALTER_VIRTUAL_COLUMN_ORDER |
@@ -53,7 +62,7 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                              ALTER_VIRTUAL_GCOL_EXPR | ALTER_STORED_GCOL_EXPR |
                              ALTER_COLUMN_VCOL | ALTER_ADD_PERIOD | ALTER_DROP_PERIOD |
                              ALTER_ADD_SYSTEM_VERSIONING | ALTER_DROP_SYSTEM_VERSIONING |
-                             ALTER_COLUMN_UNVERSIONED | ALTER_PARTITIONED))
+                             ALTER_COLUMN_UNVERSIONED))
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
   if (h->referenced_by_foreign_key() || !h->can_switch_engines())
     return "TidesDB rebuilds a table with FOREIGN KEY constraints by copying it";
@@ -85,6 +94,15 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
     if (new_auto) return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
     if (!cf->field && (g->default_value || g->unireg_check != Field::NONE))
       return "TidesDB adds a column whose default is an expression by copying the table";
+    /* Each partition is rebuilt into itself: a row stays in its partition only
+       while the columns the partitioning reads keep their values' storage. */
+    Field *f = cf->field;
+    if (f && (f->flags & FIELD_IN_PART_FUNC_FLAG) &&
+        (f->real_type() != g->real_type() || f->pack_length() != g->pack_length() ||
+         f->field_length != g->field_length || f->charset() != g->charset() ||
+         (f->flags & UNSIGNED_FLAG) != (g->flags & UNSIGNED_FLAG) ||
+         f->decimals() != g->decimals()))
+      return "TidesDB changes a column of the partitioning function by copying the table";
   }
   return nullptr;
 }
@@ -325,6 +343,34 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
 }
 
 bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
+  if (replay(h, from, to)) return true;
+  if (int st = tdb_rebuild_commit(m_build)) return engine_error(h, st);
+  tdb_rebuild_free(m_build);
+  m_build = nullptr;
+  return false;
+}
+
+bool Online_rebuild::finish_group(const std::vector<Part> &parts, TABLE *to,
+                                  const std::string &path) {
+  if (parts.empty()) return false;
+  for (const Part &p : parts)
+    if (p.rebuild->replay(p.handler, p.handler->table, to)) return true;
+  std::vector<tdb_rebuild *> builds;
+  for (const Part &p : parts) builds.push_back(p.rebuild->m_build);
+  /* The new .frm's id: the server's DDL recovery asks by it whether the
+     switch committed (tidesdb_check_version). */
+  const LEX_CUSTRING &version = to->s->tabledef_version;
+  if (int st = tdb_rebuild_commit_group(builds.data(), builds.size(), path.c_str(),
+                                        version.str, version.length))
+    return parts[0].rebuild->engine_error(parts[0].handler, st);
+  for (const Part &p : parts) {
+    tdb_rebuild_free(p.rebuild->m_build);
+    p.rebuild->m_build = nullptr;
+  }
+  return false;
+}
+
+bool Online_rebuild::replay(ha_tidesdb *h, TABLE *from, TABLE *to) {
   THD *thd = h->ha_thd();
   size_t n = 0;
   int st = tdb_rebuild_take_log(m_build, &n);
@@ -379,8 +425,5 @@ bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
   /* Nothing reads the old table any more: the switch drops its families. */
   tdb_trx_free(m_snapshot);
   m_snapshot = nullptr;
-  if ((st = tdb_rebuild_commit(m_build))) return engine_error(h, st);
-  tdb_rebuild_free(m_build);
-  m_build = nullptr;
   return false;
 }

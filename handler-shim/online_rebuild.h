@@ -35,6 +35,15 @@ public:
                const std::vector<uint32_t> &sources);
   bool build(ha_tidesdb *h, TABLE *from, TABLE *to);
   bool finish(ha_tidesdb *h, TABLE *from, TABLE *to);
+  /* One partition of a partitioned table: its handler and its rebuild. */
+  struct Part {
+    ha_tidesdb *handler;
+    Online_rebuild *rebuild;
+  };
+  /* finish of every partition of partitioned table `path` (its path as the
+     server names it, without the partition suffix), held exclusively: each
+     log replayed, then one catalog transaction switches them all. */
+  static bool finish_group(const std::vector<Part> &parts, TABLE *to, const std::string &path);
 
 private:
   /* What one old row becomes in the new table. */
@@ -63,6 +72,8 @@ private:
   bool put(ha_tidesdb *h, TABLE *to, const Derived &d);
   bool remove(ha_tidesdb *h, TABLE *to, const Derived &d);
   bool engine_error(ha_tidesdb *h, int st);
+  /* Replays the log into the new table (finish without the switch). */
+  bool replay(ha_tidesdb *h, TABLE *from, TABLE *to);
 
   tdb_rebuild *m_build = nullptr;
   tdb_trx *m_snapshot = nullptr; /* the build's snapshot, kept for the replay */

@@ -575,12 +575,20 @@ static int tidesdb_panic(enum ha_panic_function) { return 0; }
    0 (use the new definition) if the engine's stored definition is no longer the one
    the ALTER started from (create_id = handler::table_version() after the prepare),
    i.e. tdb_index_build_commit committed; otherwise the old .frm stays, matching the
-   engine's catalog (an ADD INDEX killed while building). */
-static int tidesdb_check_version(const char *path, const LEX_CUSTRING *,
+   engine's catalog (an ADD INDEX killed while building). A partitioned table has
+   no catalog entry of its own (its partitions have) and the server asks with
+   create_id 0: 0 if the switch of all its partitions to the new definition
+   (`version`, the new .frm's id) committed (tdb_rebuild_commit_group). */
+static int tidesdb_check_version(const char *path, const LEX_CUSTRING *version,
                                  ulonglong create_id) {
   uint64_t now = 0;
-  if (tdb_table_version_by_name(path, &now)) return 1;
-  return now != create_id ? 0 : 1;
+  int st = tdb_table_version_by_name(path, &now);
+  if (st == 0) return now != create_id ? 0 : 1;
+  int done = 0;
+  if (st == TDB_NO_SUCH_TABLE && version && version->str && version->length &&
+      tdb_rebuild_group_committed(path, version->str, version->length, &done) == 0 && done)
+    return 0;
+  return 1;
 }
 
 static int tidesdb_init(void *p) {

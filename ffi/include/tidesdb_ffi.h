@@ -347,6 +347,19 @@ int tdb_rebuild_delete(tdb_rebuild *build, uint32_t index, const uint8_t *key,
 int tdb_rebuild_take_log(tdb_rebuild *build, size_t *n);
 int tdb_rebuild_logged_key(tdb_rebuild *build, size_t i, const uint8_t **key, size_t *len);
 int tdb_rebuild_commit(tdb_rebuild *build);
+/* tdb_rebuild_commit of n rebuilds (the partitions of one partitioned table, each
+   replayed) in one catalog transaction: every table switches or none does. With
+   path (the partitioned table's, not NULL), the transaction also records that
+   its switch to the definition `version` (the server's id of the new .frm)
+   committed, which tdb_rebuild_group_committed answers after a crash (the
+   server's DDL recovery asks by the partitioned table's path). Each build is
+   freed by the caller afterwards, as after tdb_rebuild_commit. */
+int tdb_rebuild_commit_group(tdb_rebuild *const *builds, size_t n, const char *path,
+                             const uint8_t *version, size_t version_len);
+/* *out = 1 if the last group switch of partitioned table `path` recorded
+   definition `version`, else 0. */
+int tdb_rebuild_group_committed(const char *path, const uint8_t *version, size_t version_len,
+                                int *out);
 void tdb_rebuild_free(tdb_rebuild *build);
 
 /* ---- Transactions --------------------------------------------------------------

@@ -61,6 +61,7 @@ const AUTOINC_PREFIX: &[u8] = b"autoinc/";
 const STATS_PREFIX: &[u8] = b"stats/";
 const EXTENT_PREFIX: &[u8] = b"extent/";
 const DISCARDED_PREFIX: &[u8] = b"discarded/";
+const ALTERED_PREFIX: &[u8] = b"altered/";
 
 fn discarded_key(table_id: u64) -> Vec<u8> {
     let mut k = DISCARDED_PREFIX.to_vec();
@@ -78,6 +79,24 @@ fn stats_key(table_id: u64) -> Vec<u8> {
     let mut k = STATS_PREFIX.to_vec();
     k.extend_from_slice(&table_id.to_be_bytes());
     k
+}
+
+/// The record of the last group switch of a partitioned table (by its path):
+/// the server's definition version it switched to.
+fn altered_key(path: &str) -> Vec<u8> {
+    let mut k = ALTERED_PREFIX.to_vec();
+    k.extend_from_slice(normalize(path).as_bytes());
+    k
+}
+
+/// The partitioned table a partition's path (`db/t#P#p0`, `db/t#P#p0#SP#s0`)
+/// belongs to.
+fn partitioned_table_of(name: &str) -> Option<&str> {
+    let base = name.rfind('/').map_or(0, |i| i + 1);
+    let at = name[base..]
+        .find("#P#")
+        .or_else(|| name[base..].find("#p#"))?;
+    Some(&name[..base + at])
 }
 
 fn autoinc_key(table_id: u64) -> Vec<u8> {
@@ -1253,6 +1272,9 @@ impl Catalog {
         txn.delete(&self.cf, &stats_key(meta.table_id))?;
         txn.delete(&self.cf, &extent_key(meta.table_id))?;
         txn.delete(&self.cf, &discarded_key(meta.table_id))?;
+        if let Some(parent) = partitioned_table_of(name) {
+            txn.delete(&self.cf, &altered_key(parent))?;
+        }
         self.put_extra(&mut txn, extra)?;
         txn.commit()?;
         self.forget(name);
@@ -1641,46 +1663,100 @@ impl Catalog {
     /// the next open drops). The caller holds the table exclusively (no row
     /// change runs). The saved statistics are dropped, as by `alter_table`.
     pub fn install_rebuilt(&self, db: &Db, name: &str, meta: &TableMeta) -> FfiResult<()> {
+        self.install_rebuilt_group(db, &[(name, meta)], None)
+    }
+
+    /// [`Catalog::install_rebuilt`] of several tables (the partitions of one
+    /// partitioned table) in one transaction: all of them switch or none does.
+    /// With `marker` (the partitioned table's path and the new definition's
+    /// version, the server's `.frm` id), the transaction also records that this
+    /// definition's switch committed ([`Catalog::group_switch_committed`]): the
+    /// server's DDL recovery asks about the partitioned table by its own path,
+    /// which names no catalog entry.
+    pub fn install_rebuilt_group(
+        &self,
+        db: &Db,
+        tables: &[(&str, &TableMeta)],
+        marker: Option<(&str, &[u8])>,
+    ) -> FfiResult<()> {
         let _ddl = self.ddl.lock();
-        let old = self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?;
-        let mut cfs = Vec::new();
-        for cf_name in meta.cf_names() {
-            cfs.push(db.cf(&cf_name).ok_or_else(|| {
-                FfiError::new(
-                    Status::Corruption,
-                    format!("column family {cf_name} of a rebuild of {name} is missing"),
-                )
-            })?);
+        let mut olds = Vec::with_capacity(tables.len());
+        let mut new_cfs = Vec::with_capacity(tables.len());
+        let mut shareds = Vec::with_capacity(tables.len());
+        for &(name, meta) in tables {
+            olds.push(self.lookup(db, name)?.ok_or_else(|| no_such_table(name))?);
+            let mut cfs = Vec::new();
+            for cf_name in meta.cf_names() {
+                cfs.push(db.cf(&cf_name).ok_or_else(|| {
+                    FfiError::new(
+                        Status::Corruption,
+                        format!("column family {cf_name} of a rebuild of {name} is missing"),
+                    )
+                })?);
+            }
+            new_cfs.push(cfs);
+            shareds.push(self.open_tables.lock().get(normalize(name)).cloned());
         }
-        let shared = self.open_tables.lock().get(normalize(name)).cloned();
-        // The counter's queued put names the old table id: write it first.
-        let _autoinc = shared.as_ref().map(|s| s.autoinc.lock());
+        // The counters' queued puts name the old table ids: write them first.
+        let _autoinc: Vec<_> = shareds
+            .iter()
+            .map(|s| s.as_ref().map(|s| s.autoinc.lock()))
+            .collect();
         db.write_deferred();
-        if let Some(s) = &shared {
+        for s in shareds.iter().flatten() {
             *s.autoinc_pending.lock() = None;
         }
         let mut txn = db.begin(Isolation::RepeatableRead);
-        self.put_meta(&mut txn, name, Some(meta))?;
-        if let Some(v) = txn.get(&self.cf, &autoinc_key(old.table_id))? {
-            txn.put(&self.cf, &autoinc_key(meta.table_id), &v)?;
+        for (&(name, meta), old) in tables.iter().zip(&olds) {
+            self.put_meta(&mut txn, name, Some(meta))?;
+            if let Some(v) = txn.get(&self.cf, &autoinc_key(old.table_id))? {
+                txn.put(&self.cf, &autoinc_key(meta.table_id), &v)?;
+            }
+            for key in [
+                autoinc_key(old.table_id),
+                stats_key(old.table_id),
+                extent_key(old.table_id),
+            ] {
+                txn.delete(&self.cf, &key)?;
+            }
         }
-        for key in [
-            autoinc_key(old.table_id),
-            stats_key(old.table_id),
-            extent_key(old.table_id),
-        ] {
-            txn.delete(&self.cf, &key)?;
+        if let Some((path, version)) = marker {
+            txn.put(&self.cf, &altered_key(path), version)?;
         }
         txn.commit()?;
-        if let Some(s) = &shared {
-            let (cfs, blob_cf) = split_blob_cf(cfs)?;
-            let mut st = s.state.write();
-            st.meta = meta.clone();
-            st.cfs = cfs;
-            st.blob_cf = blob_cf;
-            *s.extents.lock() = None;
+        for ((&(_, meta), cfs), shared) in tables.iter().zip(new_cfs).zip(&shareds) {
+            if let Some(s) = shared {
+                let (cfs, blob_cf) = split_blob_cf(cfs)?;
+                let mut st = s.state.write();
+                st.meta = meta.clone();
+                st.cfs = cfs;
+                st.blob_cf = blob_cf;
+                *s.extents.lock() = None;
+            }
         }
-        Self::drop_cfs(db, &old)
+        let mut first_err = None;
+        for old in &olds {
+            if let Err(e) = Self::drop_cfs(db, old) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Whether table `name`'s catalog entry is `meta` (a switch to it committed).
+    pub fn is_installed(&self, db: &Db, name: &str, meta: &TableMeta) -> bool {
+        matches!(self.lookup(db, name), Ok(Some(m)) if m == *meta)
+    }
+
+    /// Whether the switch of partitioned table `path` to the definition of
+    /// version `version` committed ([`Catalog::install_rebuilt_group`]).
+    pub fn group_switch_committed(&self, db: &Db, path: &str, version: &[u8]) -> FfiResult<bool> {
+        self.read_with_mirror(|cf| {
+            let mut txn = db.begin(Isolation::ReadCommitted);
+            let v = txn.get(cf, &altered_key(path))?;
+            txn.rollback();
+            Ok(v.is_some_and(|v| v == version))
+        })
     }
 
     /// Drops the families of a rebuild that did not commit.

@@ -162,6 +162,11 @@ impl Rebuild {
     /// The switch: the table becomes the rebuilt one. The caller holds the table
     /// exclusively and has replayed the whole log.
     pub fn commit(&mut self) -> FfiResult<()> {
+        Self::commit_group(&mut [self], None)
+    }
+
+    /// Everything is written and nothing is left in the log.
+    fn check_replayed(&mut self) -> FfiResult<()> {
         self.flush()?;
         if self.take_log() != 0 {
             return Err(FfiError::new(
@@ -169,15 +174,45 @@ impl Rebuild {
                 "rows were written after the rebuild's last replay",
             ));
         }
+        Ok(())
+    }
+
+    /// The switch of several rebuilds (the partitions of one partitioned table)
+    /// in one catalog transaction ([`Catalog::install_rebuilt_group`]): a crash
+    /// or failure before it leaves every old table as it was, after it every
+    /// table is the rebuilt one. `marker`: see `install_rebuilt_group`. The
+    /// caller holds the tables exclusively and has replayed every log.
+    pub fn commit_group(
+        builds: &mut [&mut Rebuild],
+        marker: Option<(&str, &[u8])>,
+    ) -> FfiResult<()> {
+        for b in builds.iter_mut() {
+            b.check_replayed()?;
+        }
         // Every entry of the new families is committed by now: a snapshot from
         // here on reads them all; an older one is refused (readable_at).
-        let filled = self.db.latest_sequence();
         let e = engine()?;
-        e.catalog.install_rebuilt(&e.db, &self.name, &self.meta)?;
-        self.shared.defined_at(filled);
-        self.committed = true;
-        self.shared.end_rebuild_log();
-        Ok(())
+        let filled = e.db.latest_sequence();
+        let tables: Vec<(&str, &TableMeta)> =
+            builds.iter().map(|b| (b.name.as_str(), &b.meta)).collect();
+        let installed = e.catalog.install_rebuilt_group(&e.db, &tables, marker);
+        // The catalog transaction either committed (every table is the rebuilt
+        // one; a failure after it only left old families, which the next start
+        // drops) or did not (each build's Drop drops its new families).
+        let switched = match &installed {
+            Ok(()) => true,
+            Err(_) => builds
+                .first()
+                .is_some_and(|b| e.catalog.is_installed(&e.db, &b.name, &b.meta)),
+        };
+        if switched {
+            for b in builds.iter_mut() {
+                b.shared.defined_at(filled);
+                b.committed = true;
+                b.shared.end_rebuild_log();
+            }
+        }
+        installed
     }
 }
 
@@ -332,6 +367,64 @@ pub unsafe extern "C" fn tdb_rebuild_commit(build: *mut Rebuild) -> c_int {
         // SAFETY: a live handle by contract.
         let build = unsafe { raw::handle(build) }?;
         build.commit()
+    })
+}
+
+/// # Safety
+/// `builds` `n` live handles; `path` NULL or NUL-terminated; `version` NULL or
+/// `version_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_rebuild_commit_group(
+    builds: *const *mut Rebuild,
+    n: usize,
+    path: *const c_char,
+    version: *const u8,
+    version_len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `n` handles by contract.
+        let handles = unsafe { raw::slice(builds, n) }?;
+        let distinct: std::collections::HashSet<usize> =
+            handles.iter().map(|&h| h as usize).collect();
+        if distinct.len() != handles.len() {
+            return Err(FfiError::new(Status::Invalid, "a rebuild named twice"));
+        }
+        let mut group = Vec::with_capacity(n);
+        for &h in handles {
+            // SAFETY: a live handle by contract, each named once (checked above).
+            group.push(unsafe { raw::handle(h) }?);
+        }
+        let marker = if path.is_null() {
+            None
+        } else {
+            // SAFETY: NUL-terminated by contract.
+            let path = unsafe { raw::str(path) }?;
+            // SAFETY: `version_len` bytes by contract.
+            let version = unsafe { raw::bytes(version, version_len) }?;
+            Some((path, version))
+        };
+        Rebuild::commit_group(&mut group, marker)
+    })
+}
+
+/// # Safety
+/// `path` NUL-terminated; `version` `version_len` bytes; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_rebuild_group_committed(
+    path: *const c_char,
+    version: *const u8,
+    version_len: usize,
+    out: *mut c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: NUL-terminated by contract.
+        let path = unsafe { raw::str(path) }?;
+        // SAFETY: `version_len` bytes by contract.
+        let version = unsafe { raw::bytes(version, version_len) }?;
+        let e = engine()?;
+        let done = e.catalog.group_switch_committed(&e.db, path, version)?;
+        // SAFETY: valid for a write by contract.
+        unsafe { raw::write_out(out, c_int::from(done)) }
     })
 }
 
