@@ -722,3 +722,68 @@ fn rebuild_log_records_written_keys_only_while_it_runs() {
     assert!(shared.take_rebuild_log().is_empty());
     shared.start_rebuild_log().expect("a new rebuild may start");
 }
+
+#[test]
+fn group_rebuild_switches_every_partition_in_one_transaction() {
+    use tidesdb_ffi::columns::{ColumnVersions, StoredColumn};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p0, p1) = ("./d/t#P#p0", "./d/t#P#p1");
+    let columns = || ColumnVersions::initial(vec![StoredColumn { id: 0, flags: 0 }]).expect("cols");
+    {
+        let db = Db::open(dir.path(), DbOptions::default()).expect("open");
+        let catalog = Catalog::open(&db, false).expect("catalog");
+        catalog.create(&db, p0, 1, 1).expect("create p0");
+        catalog.create(&db, p1, 1, 1).expect("create p1");
+        put_row(&db, &catalog, p0, b"old0");
+        put_row(&db, &catalog, p1, b"old1");
+        let (m0, cfs0) = catalog
+            .create_rebuild_cfs(&db, p0, &[1], columns())
+            .expect("rebuild p0");
+        let (m1, _) = catalog
+            .create_rebuild_cfs(&db, p1, &[1], columns())
+            .expect("rebuild p1");
+        let mut txn = db.begin(Isolation::RepeatableRead);
+        txn.put(&cfs0[0], b"new0", b"row").expect("put");
+        txn.commit().expect("commit");
+        // A group naming a missing table switches none of them.
+        assert_eq!(
+            status_of(catalog.install_rebuilt_group(
+                &db,
+                &[(p0, &m0), ("./d/missing#P#p1", &m1)],
+                Some(("./d/t", b"v1"))
+            )),
+            Status::NoSuchTable
+        );
+        assert!(!catalog.is_installed(&db, p0, &m0));
+        assert!(!catalog
+            .group_switch_committed(&db, "./d/t", b"v1")
+            .expect("marker"));
+        catalog
+            .install_rebuilt_group(&db, &[(p0, &m0), (p1, &m1)], Some(("./d/t", b"v1")))
+            .expect("switch");
+        assert!(catalog.is_installed(&db, p0, &m0));
+        assert!(catalog.is_installed(&db, p1, &m1));
+        assert_eq!(row_count(&db, &catalog, p0), 1);
+        assert_eq!(row_count(&db, &catalog, p1), 0);
+        db.close().expect("close");
+    }
+    let db = Db::open(dir.path(), DbOptions::default()).expect("reopen");
+    let catalog = Catalog::open(&db, false).expect("catalog");
+    // What the server's DDL recovery asks, by the partitioned table's path.
+    assert!(catalog
+        .group_switch_committed(&db, "d/t", b"v1")
+        .expect("marker"));
+    assert!(!catalog
+        .group_switch_committed(&db, "./d/t", b"v2")
+        .expect("marker"));
+    assert!(!catalog
+        .group_switch_committed(&db, "./d/u", b"v1")
+        .expect("marker"));
+    assert_eq!(row_count(&db, &catalog, p0), 1);
+    // Dropping the table's partitions drops the record.
+    catalog.drop_table(&db, p0).expect("drop p0");
+    assert!(!catalog
+        .group_switch_committed(&db, "./d/t", b"v1")
+        .expect("marker"));
+    catalog.drop_table(&db, p1).expect("drop p1");
+}
