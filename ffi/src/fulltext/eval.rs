@@ -24,10 +24,10 @@
 //! stored words all within a window of N words.
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::fxhash::FxHashMap;
 use super::parser::{Ast, Kind, Oper};
 use super::tokenizer::{words, Settings, Word};
 use crate::status::{FfiError, FfiResult, Status};
+use tidesdb_core::FxHashMap;
 
 /// Postings of one word: (primary key, positions) in key order.
 pub type WordPostings = Vec<(Vec<u8>, Vec<u32>)>;

@@ -13,7 +13,6 @@
 //! reads the rows too).
 pub mod deferred;
 pub mod eval;
-mod fxhash;
 pub mod inspect;
 pub mod parser;
 pub mod postings;
