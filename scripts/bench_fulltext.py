@@ -234,6 +234,31 @@ def large_markdown(B, large, A):
           ft["docs"], ft["bytes"] / B.MiB, ", ".join(ft.get("corpus", []))))
     A("")
     tables(B, ft, A)
+    before = large.get("before")
+    if before:
+        # A change's effect: an earlier run of the same step (figures kept by hand in the json).
+        A("Before and after %s: TidesDB / InnoDB in each run (each run has its own InnoDB figures; "
+          "qps higher is better, p99 and build time lower)." % before.get("change", "the last change"))
+        A("")
+        A("| figure | before (%s, %s) | after (%s) |" % (before.get("commit"), before.get("started"), large.get("commit")))
+        A("|---|---:|---:|")
+
+        def ratio(f, key, metric):
+            e = f.get("engines", {})
+            if key is None:
+                a, b = e.get("TidesDB", {}).get(metric), e.get("InnoDB", {}).get(metric)
+            else:
+                a = e.get("TidesDB", {}).get("queries", {}).get(key, {}).get(metric)
+                b = e.get("InnoDB", {}).get("queries", {}).get(key, {}).get(metric)
+            return "%.2fx" % (a / b) if a and b else "-"
+        A("| ADD FULLTEXT s | %s | %s |" % (ratio(before["fulltext"], None, "index_build_s"),
+                                           ratio(ft, None, "index_build_s")))
+        for metric, name in (("qps", "qps"), ("p99_ms", "p99 ms")):
+            for dist in ("zipfian", "uniform"):
+                for qt in QTYPES:
+                    k = "%s/%s" % (qt, dist)
+                    A("| %s %s | %s | %s |" % (k, name, ratio(before["fulltext"], k, metric), ratio(ft, k, metric)))
+        A("")
 
 
 def save_large(B, out):
@@ -243,6 +268,11 @@ def save_large(B, out):
     os.makedirs(os.path.dirname(LARGE_JSON), exist_ok=True)
     with open(LARGE_JSON, "w") as f:
         json.dump(keep, f, indent=1, default=str)
+    write_large_section(B, keep)
+
+
+def write_large_section(B, keep):
+    """Section 6.1 of docs/BENCHMARKS.md from `keep` (the saved figures), in place."""
     page = os.path.join(os.path.dirname(LARGE_JSON), "..", "BENCHMARKS.md")
     if not os.path.exists(page):
         return

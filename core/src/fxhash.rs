@@ -1,6 +1,7 @@
 //! Small, fast, non-cryptographic hasher (FxHash-style, 8 bytes per step with
 //! a folded 64x64->128 multiply) for in-memory tables whose keys are not
-//! attacker-chosen in a way that matters (lock table, per-txn lock map).
+//! attacker-chosen in a way that matters (lock table, per-txn lock map, the
+//! fulltext code's sets and maps of words). Re-exported for `tidesdb-ffi`.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -14,7 +15,7 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 }
 
 #[derive(Clone, Copy)]
-pub(crate) struct FxHasher {
+pub struct FxHasher {
     h: u64,
 }
 
@@ -70,8 +71,9 @@ impl Hasher for FxHasher {
     }
 }
 
-pub(crate) type FxBuildHasher = BuildHasherDefault<FxHasher>;
-pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuildHasher>;
+pub type FxBuildHasher = BuildHasherDefault<FxHasher>;
+pub type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuildHasher>;
+pub type FxHashSet<T> = std::collections::HashSet<T, FxBuildHasher>;
 
 #[cfg(test)]
 mod tests {

@@ -53,6 +53,7 @@ pub use db::commit::DeferredPut;
 pub use db::database::{Db, PreparedTxn, QuarantinedFile};
 pub use error::{Error, Result};
 pub use export::{ExportItem, ExportReader, ExportSummary, ExportWriter};
+pub use fxhash::{FxBuildHasher, FxHashMap, FxHashSet, FxHasher};
 pub use io::faults;
 pub use metrics::Metrics;
 pub use options::{

@@ -21,9 +21,8 @@
 //! DELETE of a document: the removal must come after the adds it follows), when it
 //! outgrows [`FLUSH_BYTES`], and at the end of the statement or the commit (or
 //! prepare). A statement rolled back drops it.
-use tidesdb_core::{Cf, Txn};
+use tidesdb_core::{Cf, FxHashMap, Txn};
 
-use super::fxhash::FxHashMap;
 use super::postings::{document_texts, put_varint, DOC_LENGTH_PREFIX};
 use super::tokenizer::{words_into, Settings, Span};
 use crate::status::{FfiError, FfiResult, Status};

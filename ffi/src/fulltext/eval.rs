@@ -24,15 +24,77 @@
 //! stored words all within a window of N words.
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::fxhash::FxHashMap;
 use super::parser::{Ast, Kind, Oper};
 use super::tokenizer::{words, Settings, Word};
 use crate::status::{FfiError, FfiResult, Status};
+use tidesdb_core::FxHashMap;
 
 /// Postings of one word: (primary key, positions) in key order.
 pub type WordPostings = Vec<(Vec<u8>, Vec<u32>)>;
-/// Term frequencies of one word: (primary key, tf) in key order.
-pub type WordFreqs = Vec<(Vec<u8>, u32)>;
+
+/// Term frequencies of one word: (primary key, tf) in key order, the keys in one
+/// buffer (no allocation per posting).
+#[derive(Debug, Default, Clone)]
+pub struct WordFreqs {
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+    tfs: Vec<u32>,
+    /// Keys pushed in ascending order (what [`WordFreqs::find`] searches by).
+    sorted: bool,
+}
+
+impl WordFreqs {
+    pub fn new() -> Self {
+        WordFreqs {
+            sorted: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn push(&mut self, pk: &[u8], tf: u32) {
+        if self.sorted && !self.is_empty() && self.key(self.len() - 1) >= pk {
+            self.sorted = false;
+        }
+        self.keys.extend_from_slice(pk);
+        self.ends.push(self.keys.len());
+        self.tfs.push(tf);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.keys[start..self.ends[i]]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], u32)> + '_ {
+        (0..self.len()).map(|i| (self.key(i), self.tfs[i]))
+    }
+
+    /// The tf of row `pk`, if the word is in it.
+    fn find(&self, pk: &[u8]) -> Option<u32> {
+        if self.sorted {
+            let (mut lo, mut hi) = (0, self.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match self.key(mid).cmp(pk) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                    std::cmp::Ordering::Equal => return Some(self.tfs[mid]),
+                }
+            }
+            None
+        } else {
+            self.iter().find(|(k, _)| *k == pk).map(|(_, tf)| tf)
+        }
+    }
+}
 
 /// What the evaluation reads: the index and the rows' documents.
 pub trait Source {
@@ -46,10 +108,10 @@ pub trait Source {
             .postings(word, prefix)?
             .into_iter()
             .map(|(w, p)| {
-                let f = p
-                    .into_iter()
-                    .map(|(pk, pos)| (pk, pos.len() as u32))
-                    .collect();
+                let mut f = WordFreqs::new();
+                for (pk, pos) in &p {
+                    f.push(pk, pos.len() as u32);
+                }
                 (w, f)
             })
             .collect())
@@ -84,18 +146,175 @@ const BM25_B: f64 = 0.75;
 struct Ranking {
     rank: f32,
     /// Indexes into `word_vector`; None once an intersection took them.
-    words: Option<BTreeSet<usize>>,
+    words: Option<WordSet>,
+}
+
+/// A row's matched words (indexes into `word_vector`): the first 64 as bits, the
+/// others in a sorted list, so that a row of a few words allocates nothing.
+#[derive(Debug, Clone, Default)]
+struct WordSet {
+    low: u64,
+    high: Vec<usize>,
+}
+
+impl WordSet {
+    fn insert(&mut self, w: usize) {
+        if w < 64 {
+            self.low |= 1 << w;
+        } else if let Err(i) = self.high.binary_search(&w) {
+            self.high.insert(i, w);
+        }
+    }
+
+    /// The words in ascending order.
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        let mut low = self.low;
+        std::iter::from_fn(move || {
+            (low != 0).then(|| {
+                let b = low.trailing_zeros() as usize;
+                low &= low - 1;
+                b
+            })
+        })
+        .chain(self.high.iter().copied())
+    }
+}
+
+/// Bytes of a primary key kept inline in a [`PkKey`].
+const INLINE_PK: usize = 22;
+
+/// A primary key as a map key: inline up to [`INLINE_PK`] bytes (no allocation
+/// for the usual keys). Hashes and compares as its bytes.
+#[derive(Clone)]
+enum PkKey {
+    Inline { len: u8, bytes: [u8; INLINE_PK] },
+    Heap(Box<[u8]>),
+}
+
+impl PkKey {
+    fn new(pk: &[u8]) -> Self {
+        if pk.len() <= INLINE_PK {
+            let mut bytes = [0u8; INLINE_PK];
+            bytes[..pk.len()].copy_from_slice(pk);
+            PkKey::Inline {
+                len: pk.len() as u8,
+                bytes,
+            }
+        } else {
+            PkKey::Heap(pk.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            PkKey::Inline { len, bytes } => &bytes[..*len as usize],
+            PkKey::Heap(b) => b,
+        }
+    }
+}
+
+impl PartialEq for PkKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for PkKey {}
+
+impl std::hash::Hash for PkKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `[u8]` hashes, so that lookups by `&[u8]` find it.
+        self.as_slice().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for PkKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
 }
 
 /// By primary key; nothing depends on the order (results are sorted, each row's
 /// relevance sums its words in `word_vector` order).
-type Docs = FxHashMap<Vec<u8>, Ranking>;
+type Docs = FxHashMap<PkKey, Ranking>;
 
 #[derive(Default)]
 struct WordFreq {
     doc_count: u64,
-    doc_freqs: FxHashMap<Vec<u8>, u32>,
+    /// The postings read for the word, in reading order (indexes into
+    /// `Eval::freq_lists`): a row's tf is that of the first list holding it.
+    lists: Vec<usize>,
     idf: f64,
+}
+
+/// A word's tf per row, over the lists read for it (the first list holding a row
+/// wins, as InnoDB keeps the first tf it meets).
+enum Freqs<'l> {
+    Lists(Vec<&'l WordFreqs>),
+    Merged(FxHashMap<&'l [u8], u32>),
+}
+
+/// Up to this many lists a row's tf is searched in each; more (a prefix term of
+/// many words) are merged into one map.
+const SEARCHED_LISTS: usize = 4;
+
+impl<'l> Freqs<'l> {
+    fn new(wf: &WordFreq, lists: &'l [WordFreqs]) -> Self {
+        let ls: Vec<&WordFreqs> = wf.lists.iter().filter_map(|&i| lists.get(i)).collect();
+        if ls.len() <= SEARCHED_LISTS {
+            return Freqs::Lists(ls);
+        }
+        let mut m: FxHashMap<&[u8], u32> = FxHashMap::default();
+        for l in ls {
+            for (pk, tf) in l.iter() {
+                m.entry(pk).or_insert(tf);
+            }
+        }
+        Freqs::Merged(m)
+    }
+
+    fn get(&self, pk: &[u8]) -> Option<u32> {
+        match self {
+            Freqs::Lists(ls) => ls.iter().find_map(|l| l.find(pk)),
+            Freqs::Merged(m) => m.get(pk).copied(),
+        }
+    }
+
+    /// Rows holding the word.
+    fn rows(&self) -> usize {
+        match self {
+            Freqs::Lists(ls) if ls.len() == 1 => ls[0].len(),
+            Freqs::Lists(ls) => {
+                let mut seen: FxHashMap<&[u8], ()> = FxHashMap::default();
+                for l in ls {
+                    for (pk, _) in l.iter() {
+                        seen.insert(pk, ());
+                    }
+                }
+                seen.len()
+            }
+            Freqs::Merged(m) => m.len(),
+        }
+    }
+
+    /// Every row holding the word with its tf, in key order.
+    fn sorted_rows(&self) -> Vec<(&'l [u8], u32)> {
+        let mut out: Vec<(&[u8], u32)> = match self {
+            Freqs::Lists(ls) if ls.len() == 1 && ls[0].sorted => return ls[0].iter().collect(),
+            Freqs::Lists(ls) => {
+                let mut m: FxHashMap<&[u8], u32> = FxHashMap::default();
+                for l in ls {
+                    for (pk, tf) in l.iter() {
+                        m.entry(pk).or_insert(tf);
+                    }
+                }
+                m.into_iter().collect()
+            }
+            Freqs::Merged(m) => m.iter().map(|(k, v)| (*k, *v)).collect(),
+        };
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -130,6 +349,8 @@ pub struct Eval<'a> {
     word_map: HashMap<String, usize>,
     word_vector: Vec<String>,
     word_freqs: HashMap<String, WordFreq>,
+    /// Every list of postings read, for the words' tf ([`WordFreq::lists`]).
+    freq_lists: Vec<WordFreqs>,
     wildcard_words: Option<HashSet<String>>,
     model: RankingModel,
     word_order: Option<&'a [u8; 128]>,
@@ -172,6 +393,7 @@ impl<'a> Eval<'a> {
             word_map: HashMap::new(),
             word_vector: Vec::new(),
             word_freqs: HashMap::new(),
+            freq_lists: Vec::new(),
             wildcard_words: expand.then(HashSet::new),
             model: RankingModel::Innodb,
             word_order: None,
@@ -353,10 +575,11 @@ impl<'a> Eval<'a> {
             self.intersection = Some(Docs::default());
         }
         for (pk, r) in sub {
-            self.process_doc_id(&pk, r.rank);
-            for w in r.words.into_iter().flatten() {
+            let pk = pk.as_slice();
+            self.process_doc_id(pk, r.rank);
+            for w in r.words.iter().flat_map(WordSet::iter) {
                 let word = self.word_vector[w].clone();
-                self.add_word_to_document(&pk, &word);
+                self.add_word_to_document(pk, &word);
             }
         }
         if self.oper == Oper::Exist {
@@ -394,31 +617,41 @@ impl<'a> Eval<'a> {
     /// Reads a word's postings (all words with the prefix for a wildcard) and feeds
     /// them through the current operator (fts_query_filter_doc_ids).
     fn read_word(&mut self, token: &str, wildcard: bool) -> FfiResult<()> {
-        // The word's statistics are gathered apart and merged once (the first tf
-        // of a row wins, as InnoDB's), its place among matched words looked up once.
+        // The word's lists are kept whole for its tf (the first tf of a row wins,
+        // as InnoDB's), its place among matched words looked up once.
         let mut docs = 0u64;
-        let mut freqs: Vec<(Vec<u8>, u32)> = Vec::new();
         let mut pos = self.word_map.get(token).copied();
         let mut words = self.src.frequencies(token, wildcard)?;
         if let (true, Some(order)) = (wildcard && words.len() > 1, self.word_order) {
             words.sort_by_cached_key(|(w, _)| collation_key(w, order));
         }
-        for (_, postings) in words {
-            for (pk, tf) in postings {
-                docs += 1;
-                self.process_doc_id(&pk, 0.0);
-                self.add_word_at(&pk, token, &mut pos);
-                freqs.push((pk, tf));
-            }
+        // A lone term's rows come from its lists alone (see `result`).
+        let walk = self.flags != Flags::OptRanking;
+        let exist = self.oper == Oper::Exist;
+        let first = self.freq_lists.len();
+        if let (Oper::Exist, false, Some(inter)) =
+            (self.oper, self.multi_exist, self.intersection.as_mut())
+        {
+            inter.reserve(words.iter().map(|(_, p)| p.len()).sum());
         }
+        for (_, postings) in words {
+            docs += postings.len() as u64;
+            if walk {
+                for (pk, _) in postings.iter() {
+                    if exist {
+                        self.intersect_with_word(pk, token, &mut pos);
+                    } else {
+                        self.process_doc_id(pk, 0.0);
+                        self.add_word_at(pk, token, &mut pos);
+                    }
+                }
+            }
+            self.freq_lists.push(postings);
+        }
+        let last = self.freq_lists.len();
         let wf = self.word_freqs.entry(token.to_string()).or_default();
         wf.doc_count += docs;
-        for (pk, tf) in freqs {
-            let f = wf.doc_freqs.entry(pk).or_insert(0);
-            if *f == 0 {
-                *f = tf;
-            }
-        }
+        wf.lists.extend(first..last);
         Ok(())
     }
 
@@ -448,10 +681,10 @@ impl<'a> Eval<'a> {
     fn union_doc_id(&mut self, pk: &[u8], rank: f32) {
         if !self.doc_ids.contains_key(pk) {
             self.doc_ids.insert(
-                pk.to_vec(),
+                PkKey::new(pk),
                 Ranking {
                     rank,
-                    words: Some(BTreeSet::new()),
+                    words: Some(WordSet::default()),
                 },
             );
         }
@@ -489,13 +722,57 @@ impl<'a> Eval<'a> {
                 None
             };
             inter.insert(
-                pk.to_vec(),
+                PkKey::new(pk),
                 Ranking {
                     rank,
                     words: Some(words.unwrap_or_default()),
                 },
             );
         }
+    }
+
+    /// [`Self::process_doc_id`] then [`Self::add_word_at`] for a row of a `+` word,
+    /// looking the row up once in each set.
+    fn intersect_with_word(&mut self, pk: &[u8], word: &str, pos: &mut Option<usize>) {
+        let Some(inter) = self.intersection.as_mut() else {
+            self.process_doc_id(pk, 0.0);
+            self.add_word_at(pk, word, pos);
+            return;
+        };
+        let ranking = match self.doc_ids.get_mut(pk) {
+            // Not found before: only the first `+` word of a list adds rows.
+            None if self.multi_exist => return,
+            None => inter.entry(PkKey::new(pk)).or_insert_with(|| Ranking {
+                rank: 0.0,
+                words: Some(WordSet::default()),
+            }),
+            // Taken by this intersection already (another word of a prefix).
+            Some(Ranking { words: None, .. }) => match inter.get_mut(pk) {
+                Some(r) => r,
+                None => return,
+            },
+            Some(r) => {
+                let rank = clamp(0.0 + r.rank);
+                inter.entry(PkKey::new(pk)).or_insert_with(|| Ranking {
+                    rank,
+                    words: Some(r.words.take().unwrap_or_default()),
+                })
+            }
+        };
+        let Some(w) = ranking.words.as_mut() else {
+            return;
+        };
+        let p = match *pos {
+            Some(p) => p,
+            None => {
+                let p = self.word_vector.len();
+                self.word_map.insert(word.to_string(), p);
+                self.word_vector.push(word.to_string());
+                *pos = Some(p);
+                p
+            }
+        };
+        w.insert(p);
     }
 
     fn add_word_to_document(&mut self, pk: &[u8], word: &str) {
@@ -560,17 +837,20 @@ impl<'a> Eval<'a> {
         let mut lists: Vec<BTreeMap<Vec<u8>, Vec<u32>>> = Vec::with_capacity(tokens.len());
         for t in &tokens {
             let mut m = BTreeMap::new();
+            let (first, mut docs) = (self.freq_lists.len(), 0u64);
             for (_, postings) in self.src.postings(t, false)? {
+                let mut f = WordFreqs::new();
                 for (pk, positions) in postings {
-                    let wf = self.word_freqs.entry(t.clone()).or_default();
-                    wf.doc_count += 1;
-                    let f = wf.doc_freqs.entry(pk.clone()).or_insert(0);
-                    if *f == 0 {
-                        *f = positions.len() as u32;
-                    }
+                    docs += 1;
+                    f.push(&pk, positions.len() as u32);
                     m.insert(pk, positions);
                 }
+                self.freq_lists.push(f);
             }
+            let last = self.freq_lists.len();
+            let wf = self.word_freqs.entry(t.clone()).or_default();
+            wf.doc_count += docs;
+            wf.lists.extend(first..last);
             if m.is_empty() {
                 return Ok(());
             }
@@ -659,7 +939,7 @@ impl<'a> Eval<'a> {
             return Ok(());
         }
         let mut tokens: BTreeSet<String> = BTreeSet::new();
-        let pks: Vec<Vec<u8>> = self.doc_ids.keys().cloned().collect();
+        let pks: Vec<Vec<u8>> = self.doc_ids.keys().map(|k| k.as_slice().to_vec()).collect();
         for pk in pks {
             if let Some(cols) = self.src.document(&pk)? {
                 for w in cols.into_iter().flatten() {
@@ -717,37 +997,53 @@ impl<'a> Eval<'a> {
             RankingModel::Innodb => None,
             RankingModel::Bm25 => Some(Bm25::new(self.src, self.total_docs)?),
         };
+        let lists = std::mem::take(&mut self.freq_lists);
         if self.flags == Flags::OptRanking {
             // The lone term's rows: tf × idf² (or its BM25 weight).
             let Some(wf) = self.word_freqs.values().next() else {
                 return Ok(Vec::new());
             };
-            let mut out = Vec::with_capacity(wf.doc_freqs.len());
-            for (pk, &f) in &wf.doc_freqs {
+            let freqs = Freqs::new(wf, &lists);
+            let df = if bm25.is_some() { freqs.rows() } else { 0 };
+            let rows = freqs.sorted_rows();
+            let mut out = Vec::with_capacity(rows.len());
+            for (pk, f) in rows {
                 let rank = match bm25.as_mut() {
-                    Some(b) => b.weight(self.src, wf, pk, f)? as f32,
+                    Some(b) => b.weight(self.src, df, pk, f)? as f32,
                     None => (f as f32 as f64 * wf.idf * wf.idf) as f32,
                 };
-                out.push((pk.clone(), rank));
+                out.push((pk.to_vec(), rank));
             }
-            out.sort_by(|a, b| a.0.cmp(&b.0));
             return Ok(out);
         }
+        // Each matched word's tf per row, idf and (BM25) document frequency.
+        let words: Vec<Option<(Freqs, f64, usize)>> = self
+            .word_vector
+            .iter()
+            .map(|w| {
+                self.word_freqs.get(w).map(|wf| {
+                    let freqs = Freqs::new(wf, &lists);
+                    let df = if bm25.is_some() { freqs.rows() } else { 0 };
+                    (freqs, wf.idf, df)
+                })
+            })
+            .collect();
         let mut out = Vec::with_capacity(self.doc_ids.len());
         for (pk, r) in std::mem::take(&mut self.doc_ids) {
+            let pk = pk.as_slice().to_vec();
             let mut rank = r.rank;
-            for w in r.words.into_iter().flatten() {
-                let Some(wf) = self.word_freqs.get(&self.word_vector[w]) else {
+            for w in r.words.iter().flat_map(WordSet::iter) {
+                let Some(Some((freqs, idf, df))) = words.get(w) else {
                     continue;
                 };
-                let Some(&f) = wf.doc_freqs.get(&pk) else {
+                let Some(f) = freqs.get(&pk) else {
                     continue;
                 };
                 match bm25.as_mut() {
-                    Some(b) => rank += b.weight(self.src, wf, &pk, f)? as f32,
+                    Some(b) => rank += b.weight(self.src, *df, &pk, f)? as f32,
                     None => {
-                        let weight = f as f64 * wf.idf;
-                        rank += (weight * wf.idf) as f32;
+                        let weight = f as f64 * idf;
+                        rank += (weight * idf) as f32;
                     }
                 }
             }
@@ -773,15 +1069,9 @@ impl Bm25 {
         })
     }
 
-    /// The BM25 weight of a word occurring `tf` times in row `pk`.
-    fn weight(
-        &mut self,
-        src: &mut dyn Source,
-        wf: &WordFreq,
-        pk: &[u8],
-        tf: u32,
-    ) -> FfiResult<f64> {
-        let df = wf.doc_freqs.len() as f64;
+    /// The BM25 weight of a word held by `df` rows, occurring `tf` times in row `pk`.
+    fn weight(&mut self, src: &mut dyn Source, df: usize, pk: &[u8], tf: u32) -> FfiResult<f64> {
+        let df = df as f64;
         let n = self.total_docs.max(df);
         let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         let tf = f64::from(tf);
@@ -825,4 +1115,90 @@ fn within_distance(positions: &[&Vec<u32>], distance: u64) -> bool {
         idx[min_idx] += 1;
     }
     false
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    fn list(rows: &[(&[u8], u32)]) -> WordFreqs {
+        let mut l = WordFreqs::new();
+        for (pk, tf) in rows {
+            l.push(pk, *tf);
+        }
+        l
+    }
+
+    #[test]
+    fn word_freqs_find_sorted_and_unsorted() {
+        let l = list(&[(b"a", 1), (b"ab", 2), (b"b", 3), (b"\xff", 4)]);
+        assert!(l.sorted);
+        assert_eq!(l.find(b"ab"), Some(2));
+        assert_eq!(l.find(b"\xff"), Some(4));
+        assert_eq!(l.find(b"aa"), None);
+        assert_eq!(l.find(b""), None);
+        let u = list(&[(b"b", 3), (b"a", 1)]);
+        assert!(!u.sorted);
+        assert_eq!(u.find(b"a"), Some(1));
+        assert_eq!(u.find(b"c"), None);
+        assert_eq!(
+            u.iter().collect::<Vec<_>>(),
+            vec![(&b"b"[..], 3), (&b"a"[..], 1)]
+        );
+    }
+
+    #[test]
+    fn freqs_first_list_wins_searched_or_merged() {
+        let lists: Vec<WordFreqs> = (0..6u32)
+            .map(|i| list(&[(b"x", i + 1), (&[b'y', i as u8], 10 + i)]))
+            .collect();
+        for n in [1usize, 2, SEARCHED_LISTS, SEARCHED_LISTS + 2] {
+            let wf = WordFreq {
+                lists: (0..n).collect(),
+                ..Default::default()
+            };
+            let f = Freqs::new(&wf, &lists);
+            assert_eq!(f.get(b"x"), Some(1), "{n} lists");
+            assert_eq!(f.get(&[b'y', (n - 1) as u8]), Some(10 + n as u32 - 1));
+            assert_eq!(f.get(b"z"), None);
+            assert_eq!(f.rows(), n + 1);
+            let rows = f.sorted_rows();
+            assert_eq!(rows.len(), n + 1);
+            assert!(rows.windows(2).all(|w| w[0].0 < w[1].0));
+            assert_eq!(rows[0], (&b"x"[..], 1));
+        }
+    }
+
+    #[test]
+    fn word_set_iterates_in_order() {
+        let mut s = WordSet::default();
+        for w in [70, 3, 63, 0, 64, 3, 200, 70] {
+            s.insert(w);
+        }
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 3, 63, 64, 70, 200]);
+    }
+
+    #[test]
+    fn pk_keys_found_by_their_bytes() {
+        let long = vec![7u8; INLINE_PK + 5];
+        let mut m: Docs = Docs::default();
+        for pk in [&b""[..], b"\x80\x00\x00\x01", &long[..INLINE_PK], &long] {
+            m.insert(
+                PkKey::new(pk),
+                Ranking {
+                    rank: pk.len() as f32,
+                    words: None,
+                },
+            );
+        }
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.get(&long[..]).map(|r| r.rank), Some(long.len() as f32));
+        assert_eq!(
+            m.get(&long[..INLINE_PK]).map(|r| r.rank),
+            Some(INLINE_PK as f32)
+        );
+        assert_eq!(m.get(&b"\x80\x00\x00\x01"[..]).map(|r| r.rank), Some(4.0));
+        assert_eq!(m.get(&b""[..]).map(|r| r.rank), Some(0.0));
+        assert!(!m.contains_key(&long[..3]));
+    }
 }

@@ -13,14 +13,13 @@
 //! reads the rows too).
 pub mod deferred;
 pub mod eval;
-mod fxhash;
 pub mod inspect;
 pub mod parser;
 pub mod postings;
 pub mod settings;
 pub mod tokenizer;
 
-use std::collections::HashMap;
+use std::cell::OnceCell;
 use std::ffi::{c_int, c_void};
 
 use tidesdb_core::{Cf, IterOptions, Txn};
@@ -70,6 +69,20 @@ struct IndexSource<'a> {
 /// Postings by word: each row's primary key with what was read of its value.
 type ByWord<T> = Vec<(String, Vec<(Vec<u8>, T)>)>;
 
+/// The key prefix of `word`'s postings (of every word starting with it, with
+/// `prefix`) and the iterator bounds covering them.
+fn word_range(word: &str, prefix: bool) -> (Vec<u8>, IterOptions) {
+    let mut start = word.as_bytes().to_vec();
+    if !prefix {
+        start.push(0);
+    }
+    let opts = IterOptions {
+        lower_bound: Some(start.clone()),
+        upper_bound: prefix_successor(&start),
+    };
+    (start, opts)
+}
+
 impl IndexSource<'_> {
     /// Every posting of `word` (or of every word starting with it), by word, each
     /// value read by `decode`.
@@ -79,14 +92,7 @@ impl IndexSource<'_> {
         prefix: bool,
         decode: fn(&[u8]) -> FfiResult<T>,
     ) -> FfiResult<ByWord<T>> {
-        let mut start = word.as_bytes().to_vec();
-        if !prefix {
-            start.push(0);
-        }
-        let opts = IterOptions {
-            lower_bound: Some(start.clone()),
-            upper_bound: prefix_successor(&start),
-        };
+        let (start, opts) = word_range(word, prefix);
         let mut it = self.txn.iter(&self.cf, opts)?;
         it.seek(&start);
         let mut out: ByWord<T> = Vec::new();
@@ -123,7 +129,27 @@ impl eval::Source for IndexSource<'_> {
         word: &str,
         prefix: bool,
     ) -> FfiResult<Vec<(String, eval::WordFreqs)>> {
-        self.read_postings(word, prefix, postings::term_frequency)
+        let (start, opts) = word_range(word, prefix);
+        let mut it = self.txn.iter(&self.cf, opts)?;
+        it.seek(&start);
+        let mut out: Vec<(String, eval::WordFreqs)> = Vec::new();
+        while it.valid() && it.key().starts_with(&start) {
+            let (w, pk) = postings::split_key(it.key())?;
+            // The settings key (empty word) is no posting.
+            if !w.is_empty() {
+                let tf = postings::term_frequency(it.value())?;
+                if out.last().map(|(lw, _)| lw.as_bytes()) != Some(w) {
+                    let name = String::from_utf8_lossy(w).into_owned();
+                    out.push((name, eval::WordFreqs::new()));
+                }
+                if let Some((_, f)) = out.last_mut() {
+                    f.push(pk, tf);
+                }
+            }
+            it.next();
+        }
+        it.status()?;
+        Ok(out)
     }
 
     fn document(&mut self, pk: &[u8]) -> FfiResult<Option<Vec<Vec<Word>>>> {
@@ -190,8 +216,33 @@ impl eval::Source for IndexSource<'_> {
 /// `tdb_ft_result` of the header: the rows a query matched.
 pub struct FtResult {
     rows: Vec<(Vec<u8>, f32)>,
-    by_pk: HashMap<Vec<u8>, f32>,
+    /// `rows` are in primary key order (else in relevance order).
+    pk_sorted: bool,
+    /// Indexes of `rows` in primary key order, for relevance lookups of rows in
+    /// relevance order (made on the first lookup).
+    by_pk: OnceCell<Vec<usize>>,
     next: usize,
+}
+
+impl FtResult {
+    /// The relevance of row `pk` (0 if the query did not match it).
+    fn relevance(&self, pk: &[u8]) -> f32 {
+        let rows = &self.rows;
+        let found = if self.pk_sorted {
+            rows.binary_search_by(|r| r.0.as_slice().cmp(pk)).ok()
+        } else {
+            let order = self.by_pk.get_or_init(|| {
+                let mut v: Vec<usize> = (0..rows.len()).collect();
+                v.sort_by(|&a, &b| rows[a].0.cmp(&rows[b].0));
+                v
+            });
+            order
+                .binary_search_by(|&i| rows[i].0.as_slice().cmp(pk))
+                .ok()
+                .and_then(|i| order.get(i).copied())
+        };
+        found.and_then(|i| rows.get(i)).map_or(0.0, |r| r.1)
+    }
 }
 
 /// A query's outcome: its rows, or a refusal InnoDB reports with an error of its own.
@@ -256,8 +307,8 @@ pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<
         }
         Err(e) => return Err(e),
     };
-    let by_pk: HashMap<Vec<u8>, f32> = rows.iter().cloned().collect();
-    if q.flags & FT_SORTED != 0 {
+    let pk_sorted = q.flags & FT_SORTED == 0;
+    if !pk_sorted {
         // InnoDB's order: relevance descending, ties in row order.
         rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     } else {
@@ -265,7 +316,8 @@ pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<
     }
     Ok(Outcome::Rows(FtResult {
         rows,
-        by_pk,
+        pk_sorted,
+        by_pk: OnceCell::new(),
         next: 0,
     }))
 }
@@ -509,7 +561,7 @@ pub unsafe extern "C" fn tdb_ft_result_relevance(
         };
         // SAFETY: valid buffer by contract.
         let pk = unsafe { raw::bytes(pk, len) }?;
-        Ok(r.by_pk.get(pk).copied().unwrap_or(0.0))
+        Ok(r.relevance(pk))
     })
 }
 

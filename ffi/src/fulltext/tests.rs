@@ -462,3 +462,24 @@ fn deferred_bytes_count_keys_and_values() {
         .add_document(&cf, &s, b"pk", &[9, 0, 0, 0, b'a'])
         .is_err());
 }
+
+#[test]
+fn result_relevance_by_key_in_either_order() {
+    let rows = vec![(vec![3u8], 0.5f32), (vec![1u8], 0.25), (vec![2u8, 0], 0.75)];
+    for pk_sorted in [false, true] {
+        let mut rows = rows.clone();
+        if pk_sorted {
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let r = super::FtResult {
+            rows,
+            pk_sorted,
+            by_pk: std::cell::OnceCell::new(),
+            next: 0,
+        };
+        assert_eq!(r.relevance(&[3]), 0.5);
+        assert_eq!(r.relevance(&[1]), 0.25);
+        assert_eq!(r.relevance(&[2, 0]), 0.75);
+        assert_eq!(r.relevance(&[2]), 0.0);
+    }
+}

@@ -5,8 +5,8 @@
 //! alphanumerics), folded with Unicode lower-casing unless the column's collation
 //! is case-sensitive (accents are folded before, by the shim, where the collation
 //! ignores them).
-use super::fxhash::FxHashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use tidesdb_core::FxHashSet;
 
 /// Longest word an index may store (InnoDB's innodb_ft_max_token_size maximum).
 pub const MAX_TOKEN_LIMIT: usize = 84;
