@@ -4,6 +4,7 @@
 use super::background::Background;
 use super::commit::{CfOps, CommitPipeline, DeferredPut, ReqKind};
 use crate::bytes::SharedBytes;
+use crate::compaction::leveled as compaction;
 use crate::compaction::output::{create_table, finish_table, finish_vlog, VlogOutFile};
 use crate::compaction::pacer::next_backoff;
 use crate::error::{Error, Result};
@@ -53,26 +54,26 @@ pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
 /// A prepared (2PC), unresolved transaction known to the database.
 pub(crate) struct PreparedEntry {
     /// Lock owner id (the `Txn` id, or a fresh id for recovered ones).
-    pub owner: u64,
+    pub(super) owner: u64,
     /// WAL segment holding its prepare record (pinned until resolution).
-    pub segment: u64,
-    pub keys: Vec<(u64, Vec<u8>)>,
+    pub(super) segment: u64,
+    pub(super) keys: Vec<(u64, Vec<u8>)>,
     /// Write set, once no live `Txn` owns it (recovered after a restart, or
     /// the `Txn` was dropped while prepared). `None` while attached.
-    pub ops: Option<Vec<Op>>,
+    pub(super) ops: Option<Vec<Op>>,
     /// A resolution is in flight.
-    pub resolving: bool,
+    pub(super) resolving: bool,
     /// Prepared spilled write set: its durable `.prep` files (cf, table);
     /// empty for a prepare record in the WAL.
-    pub spill: Vec<(u64, Arc<Table>)>,
+    pub(super) spill: Vec<(u64, Arc<Table>)>,
 }
 
 #[derive(Default)]
 pub(crate) struct PreparedState {
-    pub by_xid: HashMap<Vec<u8>, PreparedEntry>,
+    pub(super) by_xid: HashMap<Vec<u8>, PreparedEntry>,
     /// Keys written by prepared transactions: other commits writing them fail
     /// with `Conflict` (and their locks are held).
-    pub keys: HashSet<(u64, Vec<u8>)>,
+    pub(super) keys: HashSet<(u64, Vec<u8>)>,
 }
 
 /// A prepared, unresolved transaction (see [`Db::recover_prepared`]).
@@ -94,21 +95,21 @@ impl PreparedTxn {
 }
 
 pub(crate) struct DbInner {
-    pub dir: PathBuf,
-    pub opts: DbOptions,
-    pub uid: u64,
-    pub cache: Arc<BlockCache>,
-    pub cfs: RwLock<BTreeMap<u64, Arc<CfInner>>>,
+    pub(super) dir: PathBuf,
+    pub(super) opts: DbOptions,
+    pub(super) uid: u64,
+    pub(super) cache: Arc<BlockCache>,
+    pub(super) cfs: RwLock<BTreeMap<u64, Arc<CfInner>>>,
     ddl: Mutex<()>,
     /// The commit queue, the WAL writer, durability and visibility.
-    pub(crate) commit: CommitPipeline,
-    pub manifest: Mutex<(ManifestWriter, State)>,
-    pub next_file: AtomicU64,
+    pub(super) commit: CommitPipeline,
+    pub(super) manifest: Mutex<(ManifestWriter, State)>,
+    pub(super) next_file: AtomicU64,
     /// Live snapshots (the versions compaction keeps).
     snapshots: Arc<Snapshots>,
     flush_lock: Mutex<()>,
     /// Background threads, flush requests, the last background failure.
-    pub(crate) bg: Background,
+    pub(super) bg: Background,
     closed: AtomicBool,
     poisoned: AtomicBool,
     /// What the open skipped of a damaged directory (`DbOptions::force_recovery`).
@@ -116,19 +117,19 @@ pub(crate) struct DbInner {
     /// WAL segments of an earlier run kept for families whose key was
     /// unavailable at open (see `Replayed::held`): never removed while this
     /// database is open, copied by checkpoints.
-    pub(crate) held_wal: Vec<u64>,
+    pub(super) held_wal: Vec<u64>,
     lock_file: Mutex<Option<File>>,
-    pub locks: Arc<crate::txn::lock::LockManager>,
-    pub next_txn_id: AtomicU64,
-    pub prepared: Mutex<PreparedState>,
+    pub(super) locks: Arc<crate::txn::lock::LockManager>,
+    pub(super) next_txn_id: AtomicU64,
+    pub(super) prepared: Mutex<PreparedState>,
     /// Default spill threshold of new transactions' write sets (bytes).
-    pub spill_threshold: std::sync::atomic::AtomicUsize,
+    pub(super) spill_threshold: std::sync::atomic::AtomicUsize,
     /// `use_direct_reads` on and accepted by the filesystem.
-    pub dio: Option<Arc<crate::fsutil::DirectIo>>,
+    pub(super) dio: Option<Arc<crate::fsutil::DirectIo>>,
     /// Garbage ratio (per mille) at which a value log file is collected.
-    pub vlog_gc_permille: AtomicU64,
+    pub(super) vlog_gc_permille: AtomicU64,
     /// Rate limit of background compaction while no write waits for it.
-    pub pacer: crate::compaction::pacer::Pacer,
+    pub(super) pacer: crate::compaction::pacer::Pacer,
 }
 
 /// Default garbage ratio at which a value log file's live values are
@@ -457,7 +458,7 @@ impl Db {
         let inner = self.inner();
         inner.check_writable()?;
         inner.check_cf(cf)?;
-        inner.gc_value_log(&cf.inner, None)
+        inner.compaction().gc_value_log(&cf.inner, None)
     }
 
     /// `OPTIMIZE TABLE` of one column family: flushes every memtable (so
@@ -474,8 +475,10 @@ impl Db {
         inner.check_writable()?;
         inner.check_cf(cf)?;
         inner.flush_all()?;
-        inner.compact_range_files(&cf.inner, None, None, Some(0))?;
-        inner.gc_value_log(&cf.inner, Some(0))?;
+        inner
+            .compaction()
+            .compact_range_files(&cf.inner, None, None, Some(0))?;
+        inner.compaction().gc_value_log(&cf.inner, Some(0))?;
         Ok(())
     }
 
@@ -1219,7 +1222,7 @@ impl DbInner {
                 if self.bg.is_shutdown() || self.is_poisoned() {
                     break;
                 }
-                match self.maybe_compact(&cf) {
+                match self.compaction().maybe_compact(&cf) {
                     Ok(true) => did = true,
                     Ok(false) => {}
                     Err(e) => {
@@ -2419,19 +2422,116 @@ impl DbInner {
         self.check_writable()?;
         self.check_cf(cf)?;
         self.flush_cf(&cf.inner)?;
-        self.compact_range_files(&cf.inner, start, end, None)
+        self.compaction()
+            .compact_range_files(&cf.inner, start, end, None)
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(Ordering::Acquire)
     }
-    pub(crate) fn stall_cv_notify(&self) {
-        self.commit.notify_stall();
-    }
 
     pub(crate) fn poison(&self) {
         self.poisoned.store(true, Ordering::SeqCst);
         self.commit.notify_stall();
+    }
+}
+
+impl DbInner {
+    /// The parts of the database a compaction job works with.
+    pub(crate) fn compaction(&self) -> compaction::Ctx<'_> {
+        compaction::Ctx {
+            opts: &self.opts,
+            dir: &self.dir,
+            cache: &self.cache,
+            dio: &self.dio,
+            next_file: &self.next_file,
+            manifest: &self.manifest,
+            vlog_gc_permille: &self.vlog_gc_permille,
+            pacer: &self.pacer,
+            host: self,
+        }
+    }
+}
+
+/// What transactions (`txn/`) use of the database besides reads and
+/// commits: named operations, not its fields.
+impl DbInner {
+    /// A fresh transaction id (lock owner).
+    pub(crate) fn new_txn_id(&self) -> u64 {
+        self.next_txn_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Default spill threshold of new transactions' write sets (bytes).
+    pub(crate) fn spill_threshold(&self) -> usize {
+        self.spill_threshold.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn locks(&self) -> &Arc<crate::txn::lock::LockManager> {
+        &self.locks
+    }
+
+    /// The background compaction pacer (tests set its thresholds).
+    #[cfg(test)]
+    pub(crate) fn pacer(&self) -> &crate::compaction::pacer::Pacer {
+        &self.pacer
+    }
+
+    /// The newest sequence number visible to readers.
+    pub(crate) fn visible_seq(&self) -> u64 {
+        self.commit.visible_seq()
+    }
+
+    /// Writes `mem` (a write set) to a new spill run file; `cf_encrypted`:
+    /// its family is encrypted (the run is also encrypted when the log is).
+    pub(crate) fn write_spill_run(
+        &self,
+        mem: &Memtable,
+        base: u64,
+        cf_encrypted: bool,
+    ) -> Result<crate::txn::spill::Run> {
+        let no = self.next_file.fetch_add(1, Ordering::SeqCst);
+        crate::txn::spill::Run::write(
+            &self.dir,
+            no,
+            mem,
+            base,
+            &self.cache,
+            cf_encrypted || self.opts.log_encryption_key.is_some(),
+        )
+    }
+
+    /// Hands the write set `ops` of the prepared transaction `xid` to the
+    /// database (its `Txn` goes away unresolved). False when `xid` is not
+    /// prepared here.
+    pub(crate) fn detach_prepared(&self, xid: &[u8], ops: Vec<Op>) -> bool {
+        match self.prepared.lock().by_xid.get_mut(xid) {
+            Some(e) => {
+                e.ops = Some(ops);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl compaction::Host for DbInner {
+    fn apply_manifest(&self, w: &mut ManifestWriter, st: &mut State, ops: &[EditOp]) -> Result<()> {
+        DbInner::apply_manifest(self, w, st, ops)
+    }
+    fn is_poisoned(&self) -> bool {
+        DbInner::is_poisoned(self)
+    }
+    fn live_snapshots(&self) -> Vec<u64> {
+        DbInner::live_snapshots(self)
+    }
+    fn oldest_snapshot(&self) -> u64 {
+        DbInner::oldest_snapshot(self)
+    }
+    fn notify_stall(&self) {
+        self.commit.notify_stall();
+    }
+    fn is_shutdown(&self) -> bool {
+        self.bg.is_shutdown()
     }
 }
 
