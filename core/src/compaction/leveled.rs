@@ -577,6 +577,9 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// Merges `inputs` into new tables (and a relocation value log file).
+    // Long (~180 lines): one loop over the merged stream whose state (open
+    // builder, stripe of the current key, garbage, pacing) every step shares.
     fn merge_files(
         &self,
         cf: &Arc<CfInner>,
