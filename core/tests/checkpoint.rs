@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tidesdb_core::*;
 
+mod common;
+
 fn opts() -> DbOptions {
-    DbOptions {
-        sync_mode: SyncMode::None,
-        // Small memtables: flushes and compactions run during the test.
-        write_buffer_size: 32 << 10,
-        ..DbOptions::default()
-    }
+    // Small memtables: flushes and compactions run during the test.
+    common::opts(SyncMode::None, 32 << 10)
 }
 
 const ACCOUNTS: u32 = 50;

@@ -4,18 +4,10 @@
 use std::time::{Duration, Instant};
 use tidesdb_core::*;
 
+mod common;
+
 fn setup() -> (tempfile::TempDir, Db, Cf) {
-    let d = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        d.path(),
-        DbOptions {
-            sync_mode: SyncMode::None,
-            ..DbOptions::default()
-        },
-    )
-    .unwrap();
-    let cf = db.create_cf("t", CfOptions::default()).unwrap();
-    (d, db, cf)
+    common::db_with_cf("t")
 }
 
 const SHORT: Duration = Duration::from_millis(100);

@@ -4,21 +4,14 @@
 use std::time::{Duration, Instant};
 use tidesdb_core::*;
 
+mod common;
+
 const T: Duration = Duration::from_secs(5);
 const SHORT: Duration = Duration::from_millis(100);
 
 fn setup(threshold: usize) -> (tempfile::TempDir, Db, Cf) {
-    let d = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        d.path(),
-        DbOptions {
-            sync_mode: SyncMode::None,
-            ..DbOptions::default()
-        },
-    )
-    .unwrap();
+    let (d, db, cf) = common::db_with_cf("t");
     db.set_lock_escalation_threshold(threshold);
-    let cf = db.create_cf("t", CfOptions::default()).unwrap();
     (d, db, cf)
 }
 

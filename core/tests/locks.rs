@@ -3,18 +3,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tidesdb_core::*;
 
+mod common;
+
 fn setup() -> (tempfile::TempDir, Db, Cf) {
-    let d = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        d.path(),
-        DbOptions {
-            sync_mode: SyncMode::None,
-            ..DbOptions::default()
-        },
-    )
-    .unwrap();
-    let cf = db.create_cf("t", CfOptions::default()).unwrap();
-    (d, db, cf)
+    common::db_with_cf("t")
 }
 
 const T: Duration = Duration::from_secs(5);

@@ -29,15 +29,19 @@
 //!   without pointers) is one manifest edit.
 
 use super::output::{create_table, finish_table, finish_vlog, VlogOutFile};
-use crate::db::database::DbInner;
+use super::pacer::Pacer;
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::Kind;
+use crate::options::DbOptions;
+use crate::table::cache::BlockCache;
 use crate::table::sst::{TableBuilder, TableIter};
 use crate::version::levels::{CfInner, FileHandle, Levels, SuperVersion};
-use crate::version::manifest::{EditOp, NUM_LEVELS};
+use crate::version::manifest::{EditOp, ManifestWriter, State, NUM_LEVELS};
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::Ordering;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub(crate) const L0_TRIGGER: usize = 4;
@@ -97,16 +101,51 @@ impl Merger {
     }
 }
 
-impl DbInner {
-    pub(crate) fn level_target(&self, level: usize) -> u64 {
-        let base = (self.opts.write_buffer_size as u64 * 4).max(1 << 20);
-        let mut t = base;
-        for _ in 1..level {
-            t = t.saturating_mul(10);
-        }
-        t
-    }
+/// What a compaction calls back into the database for (the database
+/// implements it; compaction does not see the database itself).
+pub(crate) trait Host {
+    /// Appends `ops` to the manifest (`w`, state `st`, both under
+    /// `Ctx::manifest`'s lock); on error the edit did not happen.
+    fn apply_manifest(&self, w: &mut ManifestWriter, st: &mut State, ops: &[EditOp]) -> Result<()>;
+    /// The database refuses writes after a failure it cannot undo.
+    fn is_poisoned(&self) -> bool;
+    /// Sequence numbers of the live snapshots (ascending).
+    fn live_snapshots(&self) -> Vec<u64>;
+    /// The oldest sequence number any reader may still read at.
+    fn oldest_snapshot(&self) -> u64;
+    /// Wakes writers stalled on the L0 file count.
+    fn notify_stall(&self);
+    /// The database is closing: background jobs stop.
+    fn is_shutdown(&self) -> bool;
+}
 
+/// What a compaction job needs of the database: the parts it reads and
+/// writes, and the `Host` for the rest. Built for each call.
+pub(crate) struct Ctx<'a> {
+    pub(crate) opts: &'a DbOptions,
+    pub(crate) dir: &'a Path,
+    pub(crate) cache: &'a Arc<BlockCache>,
+    pub(crate) dio: &'a Option<Arc<crate::fsutil::DirectIo>>,
+    /// The file-number allocator (tables and value log files).
+    pub(crate) next_file: &'a AtomicU64,
+    pub(crate) manifest: &'a Mutex<(ManifestWriter, State)>,
+    /// Garbage ratio (per mille) at which a value log file is collected.
+    pub(crate) vlog_gc_permille: &'a AtomicU64,
+    pub(crate) pacer: &'a Pacer,
+    pub(crate) host: &'a dyn Host,
+}
+
+/// Target size of level `level` (>= 1): `base * 10^(level-1)`.
+pub(crate) fn level_target(opts: &DbOptions, level: usize) -> u64 {
+    let base = (opts.write_buffer_size as u64 * 4).max(1 << 20);
+    let mut t = base;
+    for _ in 1..level {
+        t = t.saturating_mul(10);
+    }
+    t
+}
+
+impl Ctx<'_> {
     fn target_file_size(&self) -> u64 {
         (self.opts.write_buffer_size as u64).clamp(1 << 20, 64 << 20)
     }
@@ -127,7 +166,7 @@ impl DbInner {
         }
         for lvl in 1..NUM_LEVELS - 1 {
             let bytes: u64 = lv.levels[lvl].iter().map(|f| f.meta.size).sum();
-            let score = bytes as f64 / self.level_target(lvl) as f64;
+            let score = bytes as f64 / level_target(self.opts, lvl) as f64;
             if score >= 1.0 && best.map_or(true, |b| score > b.0) {
                 best = Some((score, lvl));
             }
@@ -304,7 +343,7 @@ impl DbInner {
             return Ok(());
         }
         let ops: Vec<EditOp> = files.iter().map(|n| EditOp::VlogRemove(*n)).collect();
-        self.apply_manifest(w, st, &ops)?;
+        self.host.apply_manifest(w, st, &ops)?;
         let mut g = cf.sv.write();
         let mut levels = (*g.levels).clone();
         for n in files {
@@ -467,7 +506,7 @@ impl DbInner {
         let discard = |outputs: &[Arc<FileHandle>], vd: &VlogDelta| {
             // Poisoned: a failed manifest fsync may have left the edit
             // naming the outputs on disk; the next open removes strays.
-            if self.is_poisoned() {
+            if self.host.is_poisoned() {
                 return;
             }
             if !job.trivial_move {
@@ -500,7 +539,7 @@ impl DbInner {
                 }
             }
             removed = rm;
-            if let Err(e) = self.apply_manifest(w, st, &edit) {
+            if let Err(e) = self.host.apply_manifest(w, st, &edit) {
                 drop(m);
                 discard(&outputs, &vd);
                 return Err(e);
@@ -534,10 +573,13 @@ impl DbInner {
             }
         }
         crate::metrics::COMPACTIONS.inc();
-        self.stall_cv_notify();
+        self.host.notify_stall();
         Ok(())
     }
 
+    /// Merges `inputs` into new tables (and a relocation value log file).
+    // Long (~180 lines): one loop over the merged stream whose state (open
+    // builder, stripe of the current key, garbage, pacing) every step shares.
     fn merge_files(
         &self,
         cf: &Arc<CfInner>,
@@ -548,12 +590,12 @@ impl DbInner {
         paced: bool,
     ) -> Result<(Vec<Arc<FileHandle>>, VlogDelta)> {
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        let mut vo = crate::vlog::file::VlogOut::new(&self.dir, &alloc, None)
+        let mut vo = crate::vlog::file::VlogOut::new(self.dir, &alloc, None)
             .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
         let mut garbage: BTreeMap<u64, u64> = BTreeMap::new();
-        let mut snaps = self.live_snapshots();
+        let mut snaps = self.host.live_snapshots();
         snaps.push(u64::MAX);
-        let oldest = self.oldest_snapshot();
+        let oldest = self.host.oldest_snapshot();
         let mut m = Merger {
             its: inputs
                 .iter()
@@ -611,7 +653,7 @@ impl DbInner {
                     continue;
                 }
                 // Relocation reads each value once: not through the cache.
-                let value = crate::vlog::file::resolve(&lv.vlogs, &self.dir, None, v)?;
+                let value = crate::vlog::file::resolve(&lv.vlogs, self.dir, None, v)?;
                 let np = vo.put(user, &value)?.to_vec();
                 dead(Kind::ValuePtr, v);
                 *v = np;
@@ -623,14 +665,14 @@ impl DbInner {
                 if b.estimated_size() >= target {
                     if let Some((no, b)) = builder.take() {
                         let (fm, t) =
-                            finish_table(b, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
+                            finish_table(b, no, self.cache, self.dio.as_ref(), &self.opts.keys)?;
                         outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                     }
                 }
             }
             if builder.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let b = create_table(&self.dir, no, &cf.opts, &self.opts.keys)?;
+                let b = create_table(self.dir, no, &cf.opts, &self.opts.keys)?;
                 *builder = Some((no, b));
             }
             if let Some((_, b)) = builder.as_mut() {
@@ -646,11 +688,11 @@ impl DbInner {
         let probe = crate::compaction::pacer::Probe {
             l0_files: &|| cf.current().levels.levels[0].len(),
             disk_reads: &|| self.cache.table_disk_reads.load(Ordering::Relaxed),
-            stop: &|| self.bg.is_shutdown(),
+            stop: &|| self.host.is_shutdown(),
         };
         let result = (|| -> Result<()> {
             loop {
-                if self.bg.is_shutdown() {
+                if self.host.is_shutdown() {
                     return Err(crate::Error::Closed);
                 }
                 let Some(i) = m.current() else { break };
@@ -684,7 +726,7 @@ impl DbInner {
             if let Some((no, b)) = builder.take() {
                 if b.num_entries() > 0 {
                     let (fm, t) =
-                        finish_table(b, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
+                        finish_table(b, no, self.cache, self.dio.as_ref(), &self.opts.keys)?;
                     outputs.push(Arc::new(FileHandle { meta: fm, table: t }));
                 } else {
                     let p = b.path().to_path_buf();
@@ -706,7 +748,7 @@ impl DbInner {
             vo.abort();
             return Err(e);
         }
-        let new_file = match finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys) {
+        let new_file = match finish_vlog(vo, self.dir, self.dio.as_ref(), &self.opts.keys) {
             Ok(v) => v,
             Err(e) => {
                 for f in &outputs {

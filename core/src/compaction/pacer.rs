@@ -241,8 +241,8 @@ mod tests {
         )
         .unwrap();
         db.set_compaction_rate(128 << 10);
-        db.inner().pacer.set_quiet(Duration::ZERO);
-        db.inner().pacer.set_force_readers(true);
+        db.inner().pacer().set_quiet(Duration::ZERO);
+        db.inner().pacer().set_force_readers(true);
         let cf = db.create_cf("p", CfOptions::default()).unwrap();
         let cfi = db.inner().find_cf("p").unwrap();
         let n = 30_000u64;

@@ -115,7 +115,9 @@ impl Db {
             {
                 continue;
             }
-            inner.compact_range_files(&cf.inner, None, None, None)?;
+            inner
+                .compaction()
+                .compact_range_files(&cf.inner, None, None, None)?;
             rewritten = true;
         }
         if rewritten {

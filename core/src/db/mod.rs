@@ -1,12 +1,15 @@
 //! The database: the `Db` facade and what assembles the concepts below it.
 //!
-//! Owns: open and recovery, flush, prepared (2PC) transactions, and the
-//! statistics read through `Db::metrics` (`database`); the commit pipeline
-//! (group commit into the WAL and memtables, durability, visibility in
-//! order: `commit`); the background threads' shared
-//! state: flush requests, shutdown, the last background failure
-//! (`background`); checkpoints, a consistent image of the database at one
-//! commit point (`checkpoint`).
+//! Owns: the `Db` facade, column families, reads, memtable rotation and the
+//! WAL lifecycle (`database`); opening: manifest recovery, WAL replay,
+//! prepared transactions, adoption of WAL segments (`open`); flush and WAL
+//! purge (`flush`); the commit of spilled write sets (`spilled`); prepared
+//! (2PC) state (`prepared`); the background threads (`jobs`) and their
+//! shared state: flush requests, shutdown, the last background failure
+//! (`background`); the commit pipeline (group commit into the WAL and
+//! memtables, durability, visibility in order: `commit`); statistics read
+//! through `Db::metrics` (`statistics`); checkpoints, a consistent image of
+//! the database at one commit point (`checkpoint`).
 //!
 //! May use: every other folder of the crate; nothing below imports `db`.
 
@@ -15,4 +18,9 @@ pub(crate) mod checkpoint;
 pub(crate) mod commit;
 pub(crate) mod database;
 mod encryption;
+mod flush;
+mod jobs;
+mod open;
+pub(crate) mod prepared;
+mod spilled;
 mod statistics;

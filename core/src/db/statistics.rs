@@ -41,7 +41,8 @@ impl DbInner {
                     pending += bytes;
                 }
             } else if level + 1 < lv.levels.len() {
-                pending += bytes.saturating_sub(self.level_target(level));
+                pending += bytes
+                    .saturating_sub(crate::compaction::leveled::level_target(&self.opts, level));
             }
         }
         pending

@@ -214,8 +214,8 @@ pub struct Txn {
 impl Txn {
     pub(crate) fn new(db: Arc<DbInner>, iso: Isolation) -> Txn {
         let snap = db.snapshot();
-        let id = db.next_txn_id.fetch_add(1, Ordering::Relaxed);
-        let spill_threshold = db.spill_threshold.load(Ordering::Relaxed);
+        let id = db.new_txn_id();
+        let spill_threshold = db.spill_threshold();
         Txn {
             id,
             locks: crate::fxhash::FxHashMap::default(),
@@ -285,7 +285,7 @@ impl Txn {
     /// `Some(None)` for a delete, `None` if no active transaction wrote it.
     /// Row keys have at most one uncommitted writer (the exclusive row lock).
     fn uncommitted_write(&self, cf: &Cf, key: &[u8]) -> Result<Option<Option<SharedBytes>>> {
-        for view in self.db.locks.uncommitted_write_sets(self.id, cf.id()) {
+        for view in self.db.locks().uncommitted_write_sets(self.id, cf.id()) {
             if let Some((kind, v)) = view_get(&view, key)? {
                 return Ok(Some((kind != Kind::Delete).then_some(v)));
             }
@@ -327,7 +327,7 @@ impl Txn {
                 gen: 0,
             }));
             // Range lock requests look into it (see lock.rs).
-            db.locks.register_writer(id, cf.id(), view.clone());
+            db.locks().register_writer(id, cf.id(), view.clone());
             WsCf {
                 cf: cf.inner.clone(),
                 view,
@@ -352,16 +352,9 @@ impl Txn {
             if v.mem.is_empty() {
                 continue;
             }
-            let no = self.db.next_file.fetch_add(1, Ordering::SeqCst);
-            let run = Run::write(
-                &self.db.dir,
-                no,
-                &v.mem,
-                WS_BASE,
-                &self.db.cache,
-                // The rows of an encrypted family, or any when the log is.
-                w.cf.opts.encryption_key.is_some() || self.db.opts.log_encryption_key.is_some(),
-            )?;
+            let run =
+                self.db
+                    .write_spill_run(&v.mem, WS_BASE, w.cf.opts.encryption_key.is_some())?;
             v.runs.push(Arc::new(run));
             v.mem = Arc::new(Memtable::new());
             v.gen += 1;
@@ -480,7 +473,7 @@ impl Txn {
         let read_uncommitted = self.iso == Isolation::ReadUncommitted;
         let latest = latest || read_uncommitted;
         if read_uncommitted {
-            let views = self.db.locks.uncommitted_write_sets(self.id, cf.id());
+            let views = self.db.locks().uncommitted_write_sets(self.id, cf.id());
             sources.extend(uncommitted_sources(&views));
         }
         // Snapshot first, then the super version: everything visible at the
@@ -740,9 +733,7 @@ impl Txn {
                 if self.db.resolve_spilled(&xid, false).is_err() {
                     // Still prepared durably: detach (keep the locks) so
                     // Db::rollback_prepared can resolve it.
-                    if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
-                        e.ops = Some(Vec::new());
-                    }
+                    self.db.detach_prepared(&xid, Vec::new());
                     self.done = true;
                     self.locks.clear();
                     self.cf_locks.clear();
@@ -852,16 +843,16 @@ impl Txn {
     fn release_locks(&mut self) {
         if !self.locks.is_empty() {
             let locks = std::mem::take(&mut self.locks);
-            self.db.locks.unlock_keys(self.id, locks.into_keys());
+            self.db.locks().unlock_keys(self.id, locks.into_keys());
         }
         if std::mem::take(&mut self.cf_locks)
             .values()
             .any(|c| c.table.is_some())
         {
-            self.db.locks.release_tables(self.id);
+            self.db.locks().release_tables(self.id);
         }
-        if !self.ws.is_empty() || self.db.locks.any_range() {
-            self.db.locks.end_gaps(self.id);
+        if !self.ws.is_empty() || self.db.locks().any_range() {
+            self.db.locks().end_gaps(self.id);
         }
     }
 
@@ -871,7 +862,7 @@ impl Txn {
     /// it. One atomic load when no range lock exists.
     pub fn check_insert(&mut self, cf: &Cf, key: &[u8], timeout: Duration) -> Result<()> {
         self.db
-            .locks
+            .locks()
             .check_insert(self.id, cf.id(), key, timeout, &self.cancel)
     }
 
@@ -918,9 +909,9 @@ impl Txn {
         }
         let k =
             self.db
-                .locks
+                .locks()
                 .lock_key(self.id, cfid, &self.lock_buf, mode, timeout, &self.cancel)?;
-        let at = self.db.commit.visible_seq() & !LOCK_X;
+        let at = self.db.visible_seq() & !LOCK_X;
         let v = match mode {
             LockMode::Exclusive => at | LOCK_X,
             LockMode::Shared => at,
@@ -933,7 +924,7 @@ impl Txn {
             }
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(v);
-                let threshold = self.db.locks.escalation_threshold();
+                let threshold = self.db.locks().escalation_threshold();
                 let c = self.cf_locks.entry(cfid).or_default();
                 c.count += 1;
                 if self.may_escalate
@@ -963,11 +954,11 @@ impl Txn {
         } else {
             LockMode::Shared
         };
-        let at = self.db.commit.visible_seq() & !LOCK_X;
+        let at = self.db.visible_seq() & !LOCK_X;
         let Some(c) = self.cf_locks.get_mut(&cf) else {
             return;
         };
-        if !self.db.locks.try_escalate(self.id, cf, mode) {
+        if !self.db.locks().try_escalate(self.id, cf, mode) {
             c.next_try = c.count + (threshold / 8).max(64);
             return;
         }
@@ -1007,7 +998,7 @@ impl Txn {
         if let Some(own) = self.own_write(cf, key)? {
             return Ok(own);
         }
-        let latest = self.db.commit.visible_seq();
+        let latest = self.db.visible_seq();
         self.db.get_at(&cf.inner, key, latest)
     }
 
@@ -1021,7 +1012,7 @@ impl Txn {
     pub fn cancel_handle(&self) -> CancelHandle {
         CancelHandle {
             flag: self.cancel.clone(),
-            locks: Arc::downgrade(&self.db.locks),
+            locks: Arc::downgrade(self.db.locks()),
         }
     }
 
@@ -1100,8 +1091,7 @@ impl Drop for Txn {
         if let (false, Some(xid)) = (self.done, self.prepared.take()) {
             if self.spilled {
                 // Spilled: the write set is in the durable .prep files.
-                if let Some(e) = self.db.prepared.lock().by_xid.get_mut(&xid) {
-                    e.ops = Some(Vec::new());
+                if self.db.detach_prepared(&xid, Vec::new()) {
                     return;
                 }
             }
@@ -1111,10 +1101,10 @@ impl Drop for Txn {
             let ops = self
                 .collect_ops()
                 .map(|v| v.into_iter().map(|(_, o, _)| o).collect::<Vec<_>>());
-            let mut p = self.db.prepared.lock();
-            if let (Some(e), Ok(ops)) = (p.by_xid.get_mut(&xid), ops) {
-                e.ops = Some(ops);
-                return;
+            if let Ok(ops) = ops {
+                if self.db.detach_prepared(&xid, ops) {
+                    return;
+                }
             }
         }
         self.release_locks();
@@ -1143,14 +1133,14 @@ impl GapLocker {
     ) -> Result<()> {
         self.db.check_open()?;
         self.db
-            .locks
+            .locks()
             .lock_range(self.id, cf.id(), lo, hi, timeout, &self.cancel)
     }
 
     /// Sequence of the latest visible commit (compare with
     /// [`TxnIter::read_seq`]: equal means a position read is still current).
     pub fn latest_seq(&self) -> u64 {
-        self.db.commit.visible_seq()
+        self.db.visible_seq()
     }
 }
 
@@ -1252,7 +1242,7 @@ impl TxnIter {
         if let Some(l) = &mut self.latest {
             let dirty = l
                 .uncommitted_reader
-                .map(|me| uncommitted_sources(&l.db.locks.uncommitted_write_sets(me, l.cf.id)));
+                .map(|me| uncommitted_sources(&l.db.locks().uncommitted_write_sets(me, l.cf.id)));
             let g = l.db.snapshot();
             let sv = l.cf.current();
             if dirty.is_some() || g.seq != self.snap.seq || !Arc::ptr_eq(&sv, &l.sv) {

@@ -1,7 +1,7 @@
 //! Shared test helpers.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 use std::path::Path;
-use tidesdb_core::{DbOptions, SyncMode};
+use tidesdb_core::{Cf, CfOptions, Db, DbOptions, SyncMode};
 
 /// Options of a test database: `sync_mode`, a small `write_buffer_size` (so
 /// that a test's few writes reach table files), the rest default.
@@ -26,4 +26,17 @@ pub fn crash_copy(src: &Path) -> tempfile::TempDir {
         }
     }
     d
+}
+
+/// A fresh database (no syncs, default buffers) in a temporary directory
+/// with one column family `cf`.
+pub fn db_with_cf(cf: &str) -> (tempfile::TempDir, Db, Cf) {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        d.path(),
+        opts(SyncMode::None, DbOptions::default().write_buffer_size),
+    )
+    .unwrap();
+    let cf = db.create_cf(cf, CfOptions::default()).unwrap();
+    (d, db, cf)
 }

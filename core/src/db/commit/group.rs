@@ -5,7 +5,8 @@
 
 use super::queue::CfOps;
 use super::queue::{CommitReq, Group, ReqKind};
-use crate::db::database::{DbInner, LockKey, PreparedEntry, MAX_IMMS};
+use crate::db::database::{DbInner, LockKey, MAX_IMMS};
+use crate::db::prepared::PreparedEntry;
 use crate::error::{Error, Result};
 use crate::journal::batch::{self, Op};
 use crate::journal::wal;
