@@ -285,14 +285,14 @@ fn savepoint_rollback_keeps_the_table_lock_and_the_data_right() {
 /// locks past the threshold, so another writer of other rows goes on.
 #[test]
 fn a_transaction_with_escalation_off_keeps_its_row_locks() {
+    // (The escalation counter is process-wide and other tests of this binary
+    // move it concurrently: the transaction's own lock state is what is checked.)
     let (_d, db, cf) = setup(10);
-    let before = db.metrics().lock_escalations;
     let mut a = db.begin(Isolation::RepeatableRead);
     a.set_lock_escalation(false);
     lock_many(&mut a, &cf, 0, 100, LockMode::Exclusive);
     assert!(!a.has_table_lock(&cf));
     assert_eq!(a.lock_count(), 100);
-    assert_eq!(db.metrics().lock_escalations, before);
     let mut b = db.begin(Isolation::RepeatableRead);
     b.lock(&cf, &key(500), LockMode::Exclusive, SHORT).unwrap();
     assert!(matches!(

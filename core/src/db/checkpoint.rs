@@ -178,8 +178,8 @@ impl DbInner {
             for no in &self.held_wal {
                 pieces.push(piece(wal::segment_path(&self.dir, *no), None)?);
             }
-            for (no, _) in self.commit.closed_segments().iter() {
-                pieces.push(piece(wal::segment_path(&self.dir, *no), None)?);
+            for s in self.commit.closed_segments().iter() {
+                pieces.push(piece(wal::segment_path(&self.dir, s.number), None)?);
             }
             if let Some(cur) = &w.wal {
                 pieces.push(piece(cur.path.clone(), Some(cur.size))?);

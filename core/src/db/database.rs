@@ -8,7 +8,6 @@ use super::prepared::{PreparedState, PreparedTxn};
 use crate::bytes::SharedBytes;
 use crate::compaction::leveled as compaction;
 use crate::error::{Error, Result};
-use crate::journal::wal::{self};
 use crate::key::{Kind, MAX_SEQ};
 use crate::memtable::buffer::Memtable;
 use crate::options::{CfOptions, CfStats, DbOptions, Isolation, SyncMode};
@@ -814,22 +813,13 @@ impl DbInner {
         let limit = (self.opts.write_buffer_size as u64)
             .saturating_mul(4)
             .max(64 << 20);
-        let segs = self.commit.closed_segments().clone();
-        if segs.len() < 2 {
-            return;
-        }
-        let total: u64 = segs
-            .iter()
-            .map(|(n, _)| {
-                std::fs::metadata(wal::segment_path(&self.dir, *n))
-                    .map(|m| m.len())
-                    .unwrap_or(0)
-            })
-            .sum();
-        if total < limit {
-            return;
-        }
-        let oldest_max = segs.first().map_or(0, |s| s.1);
+        let oldest_max = {
+            let segs = self.commit.closed_segments();
+            if segs.len() < 2 || segs.iter().map(|s| s.bytes).sum::<u64>() < limit {
+                return;
+            }
+            segs.first().map_or(0, |s| s.max_seq)
+        };
         let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
         for cf in cfs {
             let sv = cf.current();

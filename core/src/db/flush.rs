@@ -249,7 +249,12 @@ impl DbInner {
             // The memtable's data is in segments sealed when it was rotated
             // (listed until purged, which waits for this flush).
             let adopt = WalAdoption {
-                sealed: self.commit.closed_segments().iter().map(|s| s.0).collect(),
+                sealed: self
+                    .commit
+                    .closed_segments()
+                    .iter()
+                    .map(|s| s.number)
+                    .collect(),
                 max_garbage_ratio: self.vlog_gc_ratio(),
             };
             Some(build_table(
@@ -362,11 +367,11 @@ impl DbInner {
         }
         let mut segs = self.commit.closed_segments();
         let mut keep = Vec::new();
-        for (n, max) in segs.drain(..) {
-            if max < min_unflushed && !pinned.contains(&n) {
-                let _ = crate::io::remove_file(wal::segment_path(&self.dir, n));
+        for s in segs.drain(..) {
+            if s.max_seq < min_unflushed && !pinned.contains(&s.number) {
+                let _ = crate::io::remove_file(wal::segment_path(&self.dir, s.number));
             } else {
-                keep.push((n, max));
+                keep.push(s);
             }
         }
         *segs = keep;

@@ -369,8 +369,8 @@ impl DbInner {
             {
                 let mut segs = self.commit.closed_segments();
                 for (n, seq) in segs_to_bump {
-                    if let Some(s) = segs.iter_mut().find(|s| s.0 == n) {
-                        s.1 = s.1.max(seq);
+                    if let Some(s) = segs.iter_mut().find(|s| s.number == n) {
+                        s.max_seq = s.max_seq.max(seq);
                     }
                 }
             }

@@ -43,6 +43,18 @@ use std::time::Duration;
 /// The WAL writer and the sequence/group counters, under the write lock: one
 /// group is written at a time, and nothing else appends, rotates or gives
 /// out sequences meanwhile.
+/// A sealed WAL segment still on disk (until every sequence in it is flushed).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClosedSegment {
+    pub(in crate::db) number: u64,
+    /// Highest sequence written to it (raised when a prepared transaction
+    /// logged there commits later).
+    pub(in crate::db) max_seq: u64,
+    /// Its length once sealed (the seal cuts the zeros written ahead), kept
+    /// so that the WAL-size check after each group needs no file metadata.
+    pub(in crate::db) bytes: u64,
+}
+
 pub(crate) struct WriteState {
     pub(in crate::db) wal: Option<WalWriter>,
     /// Highest sequence written into the current segment.
@@ -62,8 +74,8 @@ pub(crate) struct CommitPipeline {
     /// stop being writable.
     stall_cv: Condvar,
     visible_seq: AtomicU64,
-    /// Closed WAL segments: (number, max seq written to it).
-    wal_segments: Mutex<Vec<(u64, u64)>>,
+    /// Closed WAL segments, oldest first.
+    wal_segments: Mutex<Vec<ClosedSegment>>,
     /// Fsync handle of the segment being written (`None` once closed).
     current: Mutex<Option<SegmentSync>>,
     /// Last group whose WAL append completed (set under the write lock).
@@ -168,8 +180,8 @@ impl CommitPipeline {
         self.stall_cv.notify_all();
     }
 
-    /// Closed segments, oldest first: (number, max seq written to it).
-    pub(in crate::db) fn closed_segments(&self) -> MutexGuard<'_, Vec<(u64, u64)>> {
+    /// Closed segments, oldest first.
+    pub(in crate::db) fn closed_segments(&self) -> MutexGuard<'_, Vec<ClosedSegment>> {
         self.wal_segments.lock()
     }
 
@@ -178,7 +190,11 @@ impl CommitPipeline {
     pub(in crate::db) fn switch_segment(&self, w: &mut WriteState, next: WalWriter) {
         *self.current.lock() = Some(next.sync_handle());
         if let Some(old) = w.wal.replace(next) {
-            self.wal_segments.lock().push((old.number, w.seg_max_seq));
+            self.wal_segments.lock().push(ClosedSegment {
+                number: old.number,
+                max_seq: w.seg_max_seq,
+                bytes: old.size,
+            });
         }
     }
 
