@@ -367,6 +367,23 @@ fn collation_key(word: &str, order: &[u8; 128]) -> Vec<u16> {
         .collect()
 }
 
+/// The place of `word` among the matched words (`pos`, None until it has
+/// one): a word gets the next place when it first touches a row, as in
+/// InnoDB's word map.
+fn word_place(
+    word_map: &mut HashMap<String, usize>,
+    word_vector: &mut Vec<String>,
+    word: &str,
+    pos: &mut Option<usize>,
+) -> usize {
+    *pos.get_or_insert_with(|| {
+        let p = word_vector.len();
+        word_map.insert(word.to_string(), p);
+        word_vector.push(word.to_string());
+        p
+    })
+}
+
 fn clamp(r: f32) -> f32 {
     r.clamp(-1.0, 1.0)
 }
@@ -762,17 +779,12 @@ impl<'a> Eval<'a> {
         let Some(w) = ranking.words.as_mut() else {
             return;
         };
-        let p = match *pos {
-            Some(p) => p,
-            None => {
-                let p = self.word_vector.len();
-                self.word_map.insert(word.to_string(), p);
-                self.word_vector.push(word.to_string());
-                *pos = Some(p);
-                p
-            }
-        };
-        w.insert(p);
+        w.insert(word_place(
+            &mut self.word_map,
+            &mut self.word_vector,
+            word,
+            pos,
+        ));
     }
 
     fn add_word_to_document(&mut self, pk: &[u8], word: &str) {
@@ -780,9 +792,8 @@ impl<'a> Eval<'a> {
         self.add_word_at(pk, word, &mut pos);
     }
 
-    /// Adds `word` (its place among matched words in `pos`, None until it has one)
-    /// to the row's matched words, if the row is in the current set. A word gets
-    /// its place when it first touches a row, as in InnoDB's word map.
+    /// Adds `word` (its place in `pos`, see [`word_place`]) to the row's
+    /// matched words, if the row is in the current set.
     fn add_word_at(&mut self, pk: &[u8], word: &str, pos: &mut Option<usize>) {
         if self.flags == Flags::OptRanking {
             return;
@@ -794,17 +805,12 @@ impl<'a> Eval<'a> {
         let Some(Ranking { words: Some(w), .. }) = r else {
             return;
         };
-        let p = match *pos {
-            Some(p) => p,
-            None => {
-                let p = self.word_vector.len();
-                self.word_map.insert(word.to_string(), p);
-                self.word_vector.push(word.to_string());
-                *pos = Some(p);
-                p
-            }
-        };
-        w.insert(p);
+        w.insert(word_place(
+            &mut self.word_map,
+            &mut self.word_vector,
+            word,
+            pos,
+        ));
     }
 
     // ---- phrases and proximity ----
