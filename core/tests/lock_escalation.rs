@@ -285,8 +285,8 @@ fn savepoint_rollback_keeps_the_table_lock_and_the_data_right() {
 /// locks past the threshold, so another writer of other rows goes on.
 #[test]
 fn a_transaction_with_escalation_off_keeps_its_row_locks() {
-    // (The escalation counter is process-wide and other tests of this binary
-    // move it concurrently: the transaction's own lock state is what is checked.)
+    // The escalation counter is process-wide (other tests of this binary move
+    // it concurrently): the transaction's own lock state is what is checked.
     let (_d, db, cf) = setup(10);
     let mut a = db.begin(Isolation::RepeatableRead);
     a.set_lock_escalation(false);
