@@ -320,17 +320,17 @@ impl Memtable {
         self.insert_value(user, seq, kind, ValueIn::Borrowed(value));
     }
 
-    /// Before inserting a run of keys (one commit's keys of this column
-    /// family, `seq` their sequence): loads the skiplist nodes their inserts
-    /// will visit, several searches at once (`SkipList::warm_paths`). Only
-    /// in a list large enough for its nodes to miss the CPU cache; the
+    /// Before inserting a run of keys (a commit group's keys of this column
+    /// family, each with its sequence): loads the skiplist nodes their
+    /// inserts will visit, several searches at once (`SkipList::warm_paths`).
+    /// Only in a list large enough for its nodes to miss the CPU cache; the
     /// inserts' results do not depend on it.
-    pub(crate) fn warm_inserts<'a>(&self, keys: impl Iterator<Item = &'a [u8]>, seq: u64) {
+    pub(crate) fn warm_inserts<'a>(&self, keys: impl Iterator<Item = (&'a [u8], u64)>) {
         if self.entries.load(Ordering::Relaxed) < WARM_MIN_ENTRIES {
             return;
         }
         let probes: Vec<crate::memtable::skiplist::Probe<'_>> = keys
-            .map(|k| {
+            .map(|(k, seq)| {
                 // The key filter's word too (each insert consults it).
                 if let Some(f) = &self.filter {
                     f.prefetch(k);

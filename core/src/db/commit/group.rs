@@ -419,45 +419,55 @@ struct GroupPlan {
     next_seq: u64,
 }
 
+/// An op with the sequence of the commit it belongs to.
+type SeqOp = (u64, Op);
+
 /// Inserts a durable group's ops into the memtables; returns the column
-/// families touched. A commit's ops come per column family in key order: in
-/// runs of up to WARM_RUN of one family, the memtable first loads what their
-/// inserts will visit (several cache misses at once), then inserts them. (The
-/// memtable cannot be rotated meanwhile: that takes the write lock, which the
-/// group writer holds.)
-fn insert_into_memtables(
+/// families touched. The group's ops are gathered per column family first
+/// (commit order kept, each commit's in key order), then inserted in runs of
+/// up to WARM_RUN, the memtable first loading what a run's inserts will visit
+/// (several cache misses at once). Gathering across the group's commits lets
+/// a group of small commits (one key per family each, as autocommit INSERTs
+/// are) warm its keys together instead of missing the cache one key at a
+/// time, inside the write lock the next group waits for. (The memtable cannot
+/// be rotated meanwhile: that takes the write lock, which the group writer
+/// holds.)
+pub(super) fn insert_into_memtables(
     accepted: &mut [(usize, u64, CfOps)],
     logged: &HashMap<usize, wal::WalLoc>,
 ) -> Vec<Arc<CfInner>> {
-    let mut touched: Vec<Arc<CfInner>> = Vec::new();
-    let mut run: Vec<Op> = Vec::with_capacity(WARM_RUN);
+    let mut per_cf: Vec<(Arc<CfInner>, Vec<SeqOp>)> = Vec::new();
     for (_, seq, ops) in accepted.iter_mut() {
-        let mut it = ops.drain(..).peekable();
-        while let Some((cf, op, _)) = it.next() {
-            let mem = cf.sv.read().mem.clone();
-            run.push(op);
-            while run.len() < WARM_RUN {
-                match it.next_if(|(c, _, _)| Arc::ptr_eq(c, &cf)) {
-                    Some((_, op, _)) => run.push(op),
-                    None => break,
-                }
+        for (cf, op, _) in ops.drain(..) {
+            // A commit's ops of one family are adjacent: the last family is
+            // the usual match.
+            match per_cf.iter_mut().rev().find(|(c, _)| Arc::ptr_eq(c, &cf)) {
+                Some((_, family_ops)) => family_ops.push((*seq, op)),
+                None => per_cf.push((cf, vec![(*seq, op)])),
             }
+        }
+    }
+    let mut touched = Vec::with_capacity(per_cf.len());
+    for (cf, family_ops) in per_cf {
+        let mem = cf.sv.read().mem.clone();
+        let mut family_ops = family_ops.into_iter().peekable();
+        let mut run: Vec<SeqOp> = Vec::with_capacity(WARM_RUN);
+        while family_ops.peek().is_some() {
+            run.extend(family_ops.by_ref().take(WARM_RUN));
             if run.len() > 1 {
-                mem.warm_inserts(run.iter().map(|o| o.key.as_slice()), *seq);
+                mem.warm_inserts(run.iter().map(|(seq, o)| (o.key.as_slice(), *seq)));
             }
-            for op in run.drain(..) {
+            for (seq, op) in run.drain(..) {
                 // The value's buffer is shared with the write set (no copy).
                 let loc = if logged.is_empty() {
                     None
                 } else {
                     logged.get(&(op.value.as_ptr() as usize)).copied()
                 };
-                mem.insert_shared(&op.key, *seq, op.kind, op.value, op.crc, loc);
-            }
-            if !touched.iter().any(|c| Arc::ptr_eq(c, &cf)) {
-                touched.push(cf);
+                mem.insert_shared(&op.key, seq, op.kind, op.value, op.crc, loc);
             }
         }
+        touched.push(cf);
     }
     touched
 }
