@@ -12,6 +12,12 @@ every operator, nested groups, phrases (with stopwords), proximity, prefixes and
 malformed ones; natural language; WITH QUERY EXPANSION -- on both and compares the
 error, the rows and their relevance (rounded to 4 digits), in ORDER BY relevance.
 Exit status 1 on any difference (each printed with its query).
+
+InnoDB's answer is the one of its index with each word in one node, its FTS cache
+written out (the server's FTS cache holds the whole load). A query InnoDB answers
+otherwise on a copy whose index is written out every 5 rows (many nodes per word)
+has no one answer of InnoDB's: it is printed (INNODB NODES) and left out if TidesDB
+gives one of the two answers.
 """
 import argparse
 import os
@@ -128,8 +134,17 @@ def run(args):
         print("fulltext-diff: no documents under", args.corpus)
         return 2
     server = Server(os.path.abspath(args.var), args.port)
+    # InnoDB writes its FTS cache to its index in the background each time the cache
+    # grows by a tenth of innodb_ft_cache_size, so where a word's postings are cut
+    # into index nodes depends on timing, and so do its answers (below). With the
+    # largest cache the load is never cut; the cache is written out once after it.
+    server.env["TIDESDB_EXTRA_CNF"] = "\n".join(
+        filter(None, [server.env.get("TIDESDB_EXTRA_CNF", ""),
+                      "innodb_ft_cache_size = 80000000",
+                      "innodb_ft_total_cache_size = 1600000000"]))
     server.start()
     bad = 0
+    unstable = 0
     total = 0
     try:
         c = Conn(server.sock)
@@ -137,23 +152,31 @@ def run(args):
         c.query("CREATE DATABASE ftd")
         c.query("USE ftd")
         gen = QueryGen(rng, docs)
+        c.query("SET GLOBAL innodb_optimize_fulltext_only = ON")
         for stop in (1, 0):
             c.query("SET SESSION innodb_ft_enable_stopword = %d, tidesdb_ft_enable_stopword = %d"
                     % (stop, stop))
-            for eng in ("InnoDB", "TidesDB"):
+            for eng in ("InnoDB", "InnoDB_nodes", "TidesDB"):
                 c.query("DROP TABLE IF EXISTS t_%s" % eng)
                 c.query("CREATE TABLE t_%s (id INT PRIMARY KEY, title VARCHAR(200), body TEXT, "
                         "FULLTEXT KEY fb (body), FULLTEXT KEY ftb (title, body), "
                         "FULLTEXT KEY fbt (body, title)) ENGINE=%s CHARSET utf8mb4%s"
-                        % (eng, eng,
+                        % (eng, eng.split("_")[0],
                            # InnoDB's N in relevance is its row count statistic: keep
                            # it the exact count (a background recalculation would
                            # replace it with an estimate at some moment).
-                           " STATS_AUTO_RECALC=0" if eng == "InnoDB" else ""))
-                for i in range(0, len(docs), 50):
+                           " STATS_AUTO_RECALC=0" if eng.startswith("InnoDB") else ""))
+                # t_InnoDB_nodes: the same rows, its index written out after every
+                # few rows, so each word's postings lie in many nodes of its index.
+                batch = 5 if eng == "InnoDB_nodes" else 50
+                for i in range(0, len(docs), batch):
                     vals = ", ".join("(%d, %s, %s)" % (i + j + 1, sql_str(t), sql_str(b))
-                                     for j, (t, b) in enumerate(docs[i:i + 50]))
+                                     for j, (t, b) in enumerate(docs[i:i + batch]))
                     c.query("INSERT INTO t_%s VALUES %s" % (eng, vals))
+                    if eng == "InnoDB_nodes":
+                        c.query("OPTIMIZE TABLE t_%s" % eng)
+                if eng == "InnoDB":
+                    c.query("OPTIMIZE TABLE t_%s" % eng)
             for n in range(len(args.query) or args.queries):
                 cols = rng.choice(["body", "title, body", "body, title"])
                 kind = rng.random()
@@ -166,17 +189,29 @@ def run(args):
                 else:
                     against = sql_str(gen.natural()) + " WITH QUERY EXPANSION"
                 res = []
-                for eng in ("InnoDB", "TidesDB"):
+                for eng in ("InnoDB", "TidesDB", "InnoDB_nodes"):
                     r = c.query("SELECT id, ROUND(MATCH(%s) AGAINST (%s), 4) AS r FROM t_%s "
                                 "WHERE MATCH(%s) AGAINST (%s) ORDER BY r DESC, id"
                                 % (cols, against, eng, cols, against))
                     res.append((r.err, r.rows))
                 total += 1
-                if res[0] != res[1]:
+                if res[0] != res[2] and res[1] in (res[0], res[2]):
+                    # InnoDB answers otherwise when its index is cut into other nodes:
+                    # a `+` phrase skips the nodes of its words that lie outside the
+                    # doc ids of the last `+` word's rows before it, even in another
+                    # group (README, FULLTEXT differences). No one answer to compare
+                    # with; TidesDB's must be one of the two.
+                    unstable += 1
+                    print("INNODB NODES (stopwords %s) MATCH(%s) AGAINST (%s): rows %d / %d"
+                          " (one node per word / many), TidesDB %d (%s one node per word's)"
+                          % ("on" if stop else "off", cols, against, len(res[0][1] or []),
+                             len(res[2][1] or []), len(res[1][1] or []),
+                             "same as" if res[0] == res[1] else "NOT"))
+                elif res[0] != res[1]:
                     bad += 1
                     print("DIFF (stopwords %s) MATCH(%s) AGAINST (%s)" % (
                         "on" if stop else "off", cols, against))
-                    (ei, ri), (et, rt) = res
+                    (ei, ri), (et, rt) = res[:2]
                     ri, rt = list(ri or []), list(rt or [])
                     print("  errors: InnoDB %s, TidesDB %s; rows %d / %d" % (ei, et, len(ri), len(rt)))
                     print("  only InnoDB: %s" % [r for r in ri if r not in rt][:8])
@@ -185,8 +220,9 @@ def run(args):
     finally:
         if not args.keep:
             server.stop()
-    print("fulltext-diff: seed %d, %d documents, %d queries, %d differ"
-          % (args.seed, len(docs), total, bad))
+    print("fulltext-diff: seed %d, %d documents, %d queries, %d differ, %d left out"
+          " (InnoDB's answer depends on its index nodes)"
+          % (args.seed, len(docs), total, bad, unstable))
     return 1 if bad else 0
 
 

@@ -149,7 +149,14 @@ impl DeferredPostings {
             for col in document_texts(doc) {
                 let (text, fold_case) = col?;
                 let text = String::from_utf8_lossy(text);
-                pos = words_into(&text, pos, fold_case, &mut buf, &mut spans);
+                pos = words_into(
+                    &text,
+                    pos,
+                    fold_case,
+                    settings.elision,
+                    &mut buf,
+                    &mut spans,
+                );
             }
             for s in &spans {
                 let w = &buf[s.start..s.start + s.len];

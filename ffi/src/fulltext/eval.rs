@@ -824,7 +824,7 @@ impl<'a> Eval<'a> {
         // stored one on.
         let mut tokens: Vec<String> = Vec::new();
         let mut orig: Vec<String> = Vec::new();
-        for w in words(text, 0, self.fold_case).0 {
+        for w in words(text, 0, self.fold_case, self.settings.elision).0 {
             if self.settings.indexable(&w.text) {
                 self.word_freqs.entry(w.text.clone()).or_default();
                 tokens.push(w.text.clone());

@@ -64,6 +64,8 @@ struct IndexSource<'a> {
     ctx: *mut c_void,
     single_column: bool,
     doc_lengths: bool,
+    /// [`Settings::elision`] of the index.
+    elision: bool,
 }
 
 /// Postings by word: each row's primary key with what was read of its value.
@@ -167,7 +169,7 @@ impl eval::Source for IndexSource<'_> {
             0 => {
                 // SAFETY: the callback returned `len` valid bytes at `doc`.
                 let bytes = unsafe { raw::bytes(doc, len) }?;
-                Ok(Some(postings::document_columns(bytes)?))
+                Ok(Some(postings::document_columns(bytes, self.elision)?))
             }
             1 => Ok(None),
             _ => Err(FfiError::new(
@@ -290,6 +292,7 @@ pub fn search(trx: &mut Trx, table: &Table, index: u32, q: &Query) -> FfiResult<
         ctx: q.ctx,
         single_column: q.flags & FT_SINGLE_COLUMN != 0,
         doc_lengths: settings.doc_lengths,
+        elision: settings.elision,
     };
     let model = if q.flags & FT_RANKING_BM25 != 0 {
         eval::RankingModel::Bm25

@@ -220,7 +220,7 @@ impl Parser<'_> {
     /// `fts_ast_create_node_term`: the term's words; the first kept whatever its
     /// length (up to the maximum), later ones only within the token sizes.
     fn term_node(&mut self, s: &str) -> Option<usize> {
-        let ws = words(s, 0, self.fold_case).0;
+        let ws = words(s, 0, self.fold_case, self.settings.elision).0;
         let mut first = None;
         let mut list = None;
         for w in ws {

@@ -67,13 +67,13 @@ pub fn document_texts(doc: &[u8]) -> impl Iterator<Item = FfiResult<(&[u8], bool
 }
 
 /// The columns of a document, each as its words (all of them) with positions.
-pub fn document_columns(doc: &[u8]) -> FfiResult<Vec<Vec<Word>>> {
+pub fn document_columns(doc: &[u8], elision: bool) -> FfiResult<Vec<Vec<Word>>> {
     let mut cols = Vec::new();
     let mut pos = 0;
     for col in document_texts(doc) {
         let (text, fold_case) = col?;
         let text = String::from_utf8_lossy(text);
-        let (ws, next) = words(&text, pos, fold_case);
+        let (ws, next) = words(&text, pos, fold_case, elision);
         pos = next;
         cols.push(ws);
     }
@@ -90,6 +90,7 @@ pub fn document_terms(doc: &[u8], settings: &Settings) -> FfiResult<BTreeMap<Str
             &String::from_utf8_lossy(text),
             pos,
             fold_case,
+            settings.elision,
             &mut buf,
             &mut spans,
         );

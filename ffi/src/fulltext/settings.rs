@@ -16,6 +16,10 @@
 //! engine that knows only version 1 refuses version 2 (asking for a rebuild) rather
 //! than write documents without their lengths.
 //!
+//! Version 3: as 2, and a one-character word followed by an apostrophe is no word
+//! ([`Settings::elision`]), so the index's positions skip it; an engine that knows
+//! only versions 1 and 2 refuses it rather than write positions counting it.
+//!
 //! An index without the key was built before settings were recorded: it is read
 //! with the defaults it was built with ([`Settings::legacy`]).
 use std::collections::HashMap;
@@ -31,6 +35,8 @@ pub const SETTINGS_KEY: &[u8] = b"\x00settings";
 const VERSION_1: u8 = 1;
 /// With document lengths.
 const VERSION_2: u8 = 2;
+/// With document lengths and elision.
+const VERSION_3: u8 = 3;
 
 /// Settings by column family id: read once per index, written when it is built.
 fn cache() -> &'static Mutex<HashMap<u64, Arc<Settings>>> {
@@ -39,7 +45,12 @@ fn cache() -> &'static Mutex<HashMap<u64, Arc<Settings>>> {
 }
 
 pub fn encode(s: &Settings) -> Vec<u8> {
-    let version = if s.doc_lengths { VERSION_2 } else { VERSION_1 };
+    // Elision came after document lengths: an index has it only with them.
+    let version = match (s.doc_lengths, s.elision) {
+        (true, true) => VERSION_3,
+        (true, false) => VERSION_2,
+        (false, _) => VERSION_1,
+    };
     let mut v = vec![version, u8::from(s.stopwords.is_some())];
     v.extend_from_slice(&(s.min_token as u16).to_le_bytes());
     v.extend_from_slice(&(s.max_token as u16).to_le_bytes());
@@ -57,7 +68,7 @@ pub fn encode(s: &Settings) -> Vec<u8> {
 pub fn decode(v: &[u8]) -> FfiResult<Settings> {
     let bad = || FfiError::new(Status::Corruption, "damaged fulltext index settings");
     let (&version, rest) = v.split_first().ok_or_else(bad)?;
-    if version != VERSION_1 && version != VERSION_2 {
+    if !(VERSION_1..=VERSION_3).contains(&version) {
         return Err(FfiError::new(
             Status::Invalid,
             format!(
@@ -82,7 +93,8 @@ pub fn decode(v: &[u8]) -> FfiResult<Settings> {
         min_token: (u16::from_le_bytes(*min) as usize).clamp(1, MAX_TOKEN_LIMIT),
         max_token: (u16::from_le_bytes(*max) as usize).clamp(1, MAX_TOKEN_LIMIT),
         stopwords: (flags & 1 != 0).then_some(words),
-        doc_lengths: version == VERSION_2,
+        doc_lengths: version >= VERSION_2,
+        elision: version >= VERSION_3,
     })
 }
 
@@ -128,17 +140,24 @@ mod tests {
             max_token: 20,
             stopwords: Some(["und", "la"].iter().map(|s| s.to_string()).collect()),
             doc_lengths: true,
+            elision: true,
         };
         let v = encode(&s);
-        assert_eq!(decode(&v).ok(), Some(s));
+        assert_eq!(decode(&v).ok(), Some(s.clone()));
         assert!(decode(&v[..v.len() - 1]).is_err());
         let off = Settings {
             min_token: 3,
             max_token: 84,
             stopwords: None,
             doc_lengths: false,
+            elision: false,
         };
         assert_eq!(decode(&encode(&off)).ok(), Some(off));
+        let lengths_only = Settings {
+            elision: false,
+            ..s.clone()
+        };
+        assert_eq!(decode(&encode(&lengths_only)).ok(), Some(lengths_only));
         let mut future = encode(&Settings::legacy());
         future[0] = 9;
         let e = decode(&future).err().map(|e| e.message).unwrap_or_default();

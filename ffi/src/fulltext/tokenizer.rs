@@ -42,6 +42,10 @@ pub struct Settings {
     pub stopwords: Option<StopWords>,
     /// The index keeps each document's length (BM25 ranking, see `postings`).
     pub doc_lengths: bool,
+    /// A one-character word followed by an apostrophe is no word (InnoDB's
+    /// tokenizer, see [`words_into`]). An index without it keeps such words: the
+    /// positions it stores count them, so its documents are read the same way.
+    pub elision: bool,
 }
 
 impl Settings {
@@ -54,6 +58,7 @@ impl Settings {
             max_token: MAX_TOKEN_LIMIT,
             stopwords: Some(default_stopwords()),
             doc_lengths: false,
+            elision: false,
         }
     }
 
@@ -64,6 +69,7 @@ impl Settings {
             max_token: MAX_TOKEN.load(Ordering::Relaxed),
             stopwords,
             doc_lengths: true,
+            elision: true,
         }
     }
 
@@ -122,11 +128,11 @@ pub struct Span {
 }
 
 /// Splits `text` into words starting at position `start`; returns every word
-/// (stored or not) and the next position.
-pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
+/// (stored or not) and the next position. `elision`: see [`words_into`].
+pub fn words(text: &str, start: u32, fold_case: bool, elision: bool) -> (Vec<Word>, u32) {
     let mut buf = Vec::new();
     let mut spans = Vec::new();
-    let next = words_into(text, start, fold_case, &mut buf, &mut spans);
+    let next = words_into(text, start, fold_case, elision, &mut buf, &mut spans);
     let out = spans
         .iter()
         .map(|s| Word {
@@ -141,10 +147,16 @@ pub fn words(text: &str, start: u32, fold_case: bool) -> (Vec<Word>, u32) {
 /// `buf` (always whole UTF-8 characters) and its [`Span`] to `spans`; returns the
 /// next position. ASCII bytes (most text) take a path of their own: the same
 /// classes and folding as the `char` path, without decoding.
+///
+/// `elision` (an index's [`Settings::elision`]): as InnoDB's tokenizer
+/// (innobase_mysql_fts_get_token), a one-character word followed by an
+/// apostrophe is no word and takes no position (`l'homme`: `homme` alone;
+/// `GPL-2'.`: `gpl` alone), in documents and queries alike.
 pub fn words_into(
     text: &str,
     start: u32,
     fold_case: bool,
+    elision: bool,
     buf: &mut Vec<u8>,
     spans: &mut Vec<Span>,
 ) -> u32 {
@@ -167,13 +179,21 @@ pub fn words_into(
     };
     let bytes = text.as_bytes();
     let mut i = 0;
+    // Characters of the text in the word being read (folding may change the count).
+    let mut read = 0usize;
     while let Some(&b) = bytes.get(i) {
         if b.is_ascii() {
             if b.is_ascii_alphanumeric() || b == b'_' {
                 buf.push(if fold_case { b.to_ascii_lowercase() } else { b });
                 chars += 1;
+                read += 1;
             } else {
+                if elision && b == b'\'' && read == 1 {
+                    buf.truncate(at);
+                    chars = 0;
+                }
                 flush(buf, &mut at, &mut chars, &mut pos);
+                read = 0;
             }
             i += 1;
             continue;
@@ -182,6 +202,7 @@ pub fn words_into(
             break;
         };
         if is_word_char(c) {
+            read += 1;
             let mut tmp = [0u8; 4];
             if fold_case {
                 for l in c.to_lowercase() {
@@ -194,6 +215,7 @@ pub fn words_into(
             }
         } else {
             flush(buf, &mut at, &mut chars, &mut pos);
+            read = 0;
         }
         i += c.len_utf8();
     }
