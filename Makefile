@@ -136,7 +136,9 @@ test-vs-innodb: plugin
 # Galera clusters (2 and 3 nodes, mtr's galera configs) with TidesDB tables:
 # replication, conflicts and brute-force aborts, TOI DDL under writes, kill -9 + IST,
 # a node joined by SST (wsrep_sst_method=tidesdb) under writes, an SST user of its
-# own, parallel appliers (mysql-test/tidesdb_galera, 11 tests; ~3.5 min).
+# own, a node joined by mysqldump SST under writes, parallel appliers, keys of
+# rows changed by foreign key actions
+# (mysql-test/tidesdb_galera, 14 tests; ~4 min).
 test-galera: plugin
 	@bash scripts/setup-galera.sh
 	@bash tools/sst/test-joiner-checks.sh

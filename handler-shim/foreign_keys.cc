@@ -709,6 +709,10 @@ int ha_tidesdb::fk_cascade(const tdb_fk_info *fk, uint32_t rule, const uchar *ne
   ch->m_fk_skip = fk->name;
   fk_cascade_depth++;
   int err = 0;
+  /* Each child row is changed by the child's handler rather than by writing its
+     entries here: that also keeps its indexes, checks its own constraints and
+     appends its certification keys under wsrep, as a row written directly
+     (tidesdb_galera.fk_cascade_keys). */
   for (const std::string &pk : pks) {
     err = ch->locked_read(ct->record[0], (const uint8_t *)pk.data(), pk.size());
     if (err == HA_ERR_KEY_NOT_FOUND) { /* gone already (an earlier action) */
