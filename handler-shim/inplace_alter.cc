@@ -228,7 +228,7 @@ static const char *instant_add_refusal(TABLE *from, TABLE *to) {
   for (uint i = old_fields; i < to->s->fields; i++) {
     Field *f = to->field[i];
     if (!f->stored_in_db() || f->vcol_info)
-      return "TidesDB adds generated columns by copying the table";
+      return "TidesDB adds generated columns by rebuilding the table";
     if (f->flags & AUTO_INCREMENT_FLAG)
       return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
     if (f->default_value || f->unireg_check != Field::NONE)

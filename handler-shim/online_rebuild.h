@@ -1,12 +1,13 @@
 /*
   Online rebuild of a table by an in-place ALTER TABLE (ALGORITHM=INPLACE,
   LOCK=NONE): FORCE / ENGINE=TidesDB, column type and NOT NULL changes, primary key
-  changes, ADD UNIQUE, changes of generated columns. The engine side (ffi/src/rebuild.rs) says why it is correct:
-  a new table filled from a snapshot while writers go on, the rows they wrote
-  (logged by the engine) replayed at the switch, one catalog transaction for the
-  switch. This side only translates rows: old record -> new record with the
-  server's own field conversion (Copy_field, as copy_data_between_tables does)
-  and the new definition's generated column expressions, new record -> the new table's row and index entries.
+  changes, ADD UNIQUE, changes of generated columns. The engine side
+  (ffi/src/rebuild.rs) says why it is correct: a new table filled from a snapshot
+  while writers go on, the rows they wrote (logged by the engine) replayed at the
+  switch, one catalog transaction for the switch. This side only translates rows:
+  old record -> new record with the server's own field conversion (Copy_field, as
+  copy_data_between_tables does) and the new definition's generated column
+  expressions, new record -> the new table's row and index entries.
 */
 #ifndef TIDESDB_ONLINE_REBUILD_H
 #define TIDESDB_ONLINE_REBUILD_H
