@@ -1,17 +1,23 @@
 /*
   Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
 
-  What is rebuilt online (refusal): a table without FOREIGN KEYs or FULLTEXT /
-  SPATIAL / hash keys, whose new definition keeps a primary key (or keeps none:
-  the hidden row ids stay), and whose new columns take a constant default or are
-  generated. Not rebuilt online, so copied (LOCK=SHARED): ALTER IGNORE, ADD
-  CONSTRAINT ... CHECK (the copy checks every row; InnoDB copies it too), a
-  virtual column made a stored base column (its old value is never stored: only
-  the old table's expression gives it), a table partitioned by a generated
-  column (a new expression could move a row to another partition), system
-  versioning and periods. A rebuild whose new definition has an index on a
-  virtual column takes writes blocked (LOCK=SHARED, still in place) unless the
-  ALTER only adds indexes: InnoDB refuses LOCK=NONE there with the same reason
+  What is rebuilt online (refusal): a table no FOREIGN KEY references, without
+  FULLTEXT / SPATIAL / hash keys, whose new definition keeps a primary key (or
+  keeps none: the hidden row ids stay), and whose new columns take a constant
+  default or are generated; a table with FOREIGN KEYs (a child) only for FORCE,
+  new indexes and new or moved columns (FK_CHILD_REBUILD: the constraints read
+  nothing that changes). Its writes through a parent's cascades are logged as
+  any other: the parent's statement holds the child's metadata lock, so the
+  switch waits for it. Not rebuilt online, so copied (LOCK=SHARED): ALTER
+  IGNORE, ADD CONSTRAINT ... CHECK (the copy checks every row; InnoDB copies it
+  too), a table FOREIGN KEYs reference (a child's check locks the referenced
+  value in the parent's index family, which the rebuild replaces), a virtual
+  column made a stored base column (its old value is never stored: only the old
+  table's expression gives it), a table partitioned by a generated column (a
+  new expression could move a row to another partition), system versioning and
+  periods. A rebuild whose new definition has an index on a virtual column
+  takes writes blocked (LOCK=SHARED, still in place) unless the ALTER only adds
+  indexes: InnoDB refuses LOCK=NONE there with the same reason
   (check_if_supported_inplace_alter), although the replay below would compute
   those entries as it does the build's.
 
@@ -68,6 +74,15 @@ static const alter_table_operations VALUE_CHANGES =
     ALTER_STORED_COLUMN_TYPE | ALTER_VIRTUAL_COLUMN_TYPE | ALTER_STORED_GCOL_EXPR |
     ALTER_ADD_STORED_GENERATED_COLUMN | ALTER_COLUMN_VCOL;
 
+/* What a rebuild of a table with FOREIGN KEY constraints (a child, referenced by
+   none) may change: nothing a constraint reads (its columns, their types and
+   names, the keys that serve it). */
+static const alter_table_operations FK_CHILD_REBUILD =
+    ALTER_RECREATE | ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX |
+    ALTER_ADD_COLUMN | ALTER_STORED_COLUMN_ORDER | ALTER_VIRTUAL_COLUMN_ORDER |
+    ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
+    ALTER_INDEX_ORDER | ALTER_INDEX_IGNORABILITY;
+
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
   if (!h->m_share) return "TidesDB: the table is not open";
@@ -79,8 +94,14 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                              ALTER_ADD_SYSTEM_VERSIONING | ALTER_DROP_SYSTEM_VERSIONING |
                              ALTER_COLUMN_UNVERSIONED))
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
-  if (h->referenced_by_foreign_key() || !h->can_switch_engines())
-    return "TidesDB rebuilds a table with FOREIGN KEY constraints by copying it";
+  /* A child row's check locks the referenced value in the parent's index family:
+     new families would let a parent change and a child check pass each other. */
+  if (h->referenced_by_foreign_key())
+    return "TidesDB rebuilds a table that FOREIGN KEY constraints reference by copying it";
+  /* The copy checks the constraints against changed columns and keys. */
+  if (!h->can_switch_engines() && (info->handler_flags & ~FK_CHILD_REBUILD))
+    return "TidesDB rebuilds a table with FOREIGN KEY constraints online only for FORCE, "
+           "new indexes and new or moved columns";
   if ((info->handler_flags & ALTER_CHANGE_CREATE_OPTION) &&
       (info->create_info->used_fields & ~(ulong)(HA_CREATE_USED_COMMENT | HA_CREATE_USED_ENGINE)))
     return "TidesDB changes table options by copying the table";
