@@ -21,8 +21,9 @@
     Generated columns are computed from the new definition, virtual ones for the
     indexes on them; a table with an index on a virtual column is rebuilt with
     writes blocked (LOCK=SHARED, as InnoDB) unless the ALTER only adds indexes.
-    What it cannot rebuild (Online_rebuild::refusal: FOREIGN KEYs, FULLTEXT /
-    SPATIAL keys, ADD CONSTRAINT ... CHECK, ...) keeps the ways below.
+    What it cannot rebuild (Online_rebuild::refusal: a table FOREIGN KEYs
+    reference, FULLTEXT / SPATIAL keys, ADD CONSTRAINT ... CHECK, ...) keeps the
+    ways below.
   - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
     columns) with LOCK=SHARED: NOCOPY, the table is not rebuilt; concurrent reads
     go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE
