@@ -5,7 +5,8 @@
   What runs in place, and how:
   - Metadata only (INSTANT, no lock beyond the server's short exclusive one at the
     commit): RENAME COLUMN, SET/DROP DEFAULT, RENAME INDEX, index comments,
-    IGNORED/NOT IGNORED, table COMMENT, RENAME TABLE, DROP INDEX. Rows store columns
+    IGNORED/NOT IGNORED, table COMMENT, RENAME TABLE, DROP INDEX, DROP CONSTRAINT
+    ... CHECK, a new expression of a virtual column no index reads. Rows store columns
     by position (row_codec) and index entries carry no names, so none of these
     change a byte; DROP INDEX removes the index from the catalog and drops its
     column family, so its space is reclaimed at once.
@@ -17,8 +18,12 @@
     LOCK=NONE), and ADD UNIQUE or an ADD INDEX in place would build only with writes
     blocked, when it runs with LOCK=NONE (reported NOCOPY, as InnoDB's): a new table
     filled from a snapshot while writers go on, their rows replayed at the switch.
-    Tables it cannot rebuild (Online_rebuild::refusal: generated columns, CHECK
-    constraints, FOREIGN KEYs, FULLTEXT / SPATIAL keys, partitions) keep the ways below.
+    Generated columns are computed from the new definition, virtual ones for the
+    indexes on them; a table with an index on a virtual column is rebuilt with
+    writes blocked (LOCK=SHARED, as InnoDB) unless the ALTER only adds indexes.
+    What it cannot rebuild (Online_rebuild::refusal: a table FOREIGN KEYs
+    reference, FULLTEXT / SPATIAL keys, ADD CONSTRAINT ... CHECK, ...) keeps the
+    ways below.
   - ADD UNIQUE (and ADD INDEX with LOCK=SHARED, or in an ALTER that also changes
     columns) with LOCK=SHARED: NOCOPY, the table is not rebuilt; concurrent reads
     go on, concurrent writes wait until the ALTER ends, as for MyRocks. (A UNIQUE
@@ -116,7 +121,11 @@ static const alter_table_operations METADATA_ONLY =
     ALTER_COLUMN_NAME | ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_INDEX_COMMENT |
     ALTER_RENAME_INDEX | ALTER_INDEX_IGNORABILITY | ALTER_RENAME | ALTER_INDEX_ORDER |
     ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX |
-    ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE /* only what can_convert_nocopy allows */;
+    ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE /* only what can_convert_nocopy allows */ |
+    /* a CHECK constraint lives in the .frm only; a virtual column's value is never
+       stored (the server flags ALTER_COLUMN_VCOL too when an index or the
+       partitioning reads it) */
+    ALTER_DROP_CHECK_CONSTRAINT | ALTER_VIRTUAL_GCOL_EXPR;
 
 static const alter_table_operations ADD_INDEX =
     ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX;
@@ -220,7 +229,7 @@ static const char *instant_add_refusal(TABLE *from, TABLE *to) {
   for (uint i = old_fields; i < to->s->fields; i++) {
     Field *f = to->field[i];
     if (!f->stored_in_db() || f->vcol_info)
-      return "TidesDB adds generated columns by copying the table";
+      return "TidesDB adds generated columns by rebuilding the table";
     if (f->flags & AUTO_INCREMENT_FLAG)
       return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
     if (f->default_value || f->unireg_check != Field::NONE)
@@ -294,6 +303,12 @@ static const char *instant_columns_refusal(TABLE *from, TABLE *to, Alter_inplace
 static bool key_has_virtual_part(const KEY *key) {
   for (uint p = 0; p < key->user_defined_key_parts; p++)
     if (key->key_part[p].field && !key->key_part[p].field->stored_in_db()) return true;
+  return false;
+}
+
+static bool indexed_virtual_column(TABLE *t) {
+  for (uint k = 0; k < t->s->keys; k++)
+    if (key_has_virtual_part(&t->key_info[k])) return true;
   return false;
 }
 
@@ -375,8 +390,16 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
   }
   m_rebuild_planned = true;
   m_rebuild_only_if_online = r == HA_ALTER_INPLACE_NOCOPY_LOCK;
-  return m_rebuild_only_if_online ? HA_ALTER_INPLACE_NOCOPY_NO_LOCK
-                                  : HA_ALTER_INPLACE_COPY_NO_LOCK;
+  if (m_rebuild_only_if_online) return HA_ALTER_INPLACE_NOCOPY_NO_LOCK;
+  /* As InnoDB: a rebuild (an ALTER that does more than add indexes) of a table
+     with an index on a virtual column blocks writes, with InnoDB's reason. */
+  if ((ha_alter_info->handler_flags & ~(METADATA_ONLY | ADD_INDEX)) &&
+      indexed_virtual_column(altered_table)) {
+    if (ha_alter_info->online)
+      ha_alter_info->unsupported_reason = "online rebuild with indexed virtual columns";
+    return HA_ALTER_INPLACE_COPY_LOCK;
+  }
+  return HA_ALTER_INPLACE_COPY_NO_LOCK;
 }
 
 enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,

@@ -1,10 +1,25 @@
 /*
   Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
 
-  What is rebuilt online (refusal): a table without generated columns, CHECK
-  constraints, FOREIGN KEYs or FULLTEXT / SPATIAL / hash keys, whose new
-  definition keeps a primary key (or keeps none: the hidden row ids stay), and
-  whose new columns take a constant default. Everything else copies (LOCK=SHARED).
+  What is rebuilt online (refusal): a table no FOREIGN KEY references, without
+  FULLTEXT / SPATIAL / hash keys, whose new definition keeps a primary key (or
+  keeps none: the hidden row ids stay), and whose new columns take a constant
+  default or are generated; a table with FOREIGN KEYs (a child) only for FORCE,
+  new indexes and new or moved columns (FK_CHILD_REBUILD: the constraints read
+  nothing that changes). Its writes through a parent's cascades are logged as
+  any other: the parent's statement holds the child's metadata lock, so the
+  switch waits for it. Not rebuilt online, so copied (LOCK=SHARED): ALTER
+  IGNORE, ADD CONSTRAINT ... CHECK (the copy checks every row; InnoDB copies it
+  too), a table FOREIGN KEYs reference (a child's check locks the referenced
+  value in the parent's index family, which the rebuild replaces), a virtual
+  column made a stored base column (its old value is never stored: only the old
+  table's expression gives it), a table partitioned by a generated column (a
+  new expression could move a row to another partition), system versioning and
+  periods. A rebuild whose new definition has an index on a virtual column
+  takes writes blocked (LOCK=SHARED, still in place) unless the ALTER only adds
+  indexes: InnoDB refuses LOCK=NONE there with the same reason
+  (check_if_supported_inplace_alter), although the replay below would compute
+  those entries as it does the build's.
 
   A partitioned table: the server's partition handler runs each step on every
   partition's handler; each partition is rebuilt as a table of its own (its own
@@ -17,10 +32,18 @@
   server's DDL recovery asks about after a crash (tidesdb_check_version).
 
   Rows are converted as copy_data_between_tables converts them: a Copy_field per
-  column of the new definition that has an old one (Create_field::field), the
-  others left at their defaults; in strict mode a value that does not fit, or a
-  NULL for a NOT NULL column, fails the ALTER with the server's own error
-  (abort_on_warning), otherwise it is adjusted with a warning.
+  base column of the new definition that has an old one (Create_field::field),
+  the others left at their defaults; then the new definition's generated columns
+  are computed from its expressions (TABLE::update_virtual_fields of the altered
+  table, VCOL_UPDATE_FOR_WRITE): stored ones to be stored, virtual ones (not
+  stored, row_codec.h) for the entries of the indexes on them. In strict mode a
+  value that does not fit, or a NULL for a NOT NULL column, fails the ALTER with
+  the server's own error (abort_on_warning), otherwise it is adjusted with a
+  warning. CHECK constraints: a row is checked (TABLE::verify_constraints, as
+  the copy does) only when the ALTER can change a stored or generated value (a
+  column type, a stored generated column's expression or a new one): a row that
+  met the constraints still does otherwise, and InnoDB's in-place rebuild checks
+  none (it copies, and so checks, exactly those changes).
 
   BLOB/TEXT values stored outside the row (row_codec.h) are read with the row
   (through the same transaction: the build's snapshot, or the latest version at
@@ -45,33 +68,43 @@ Online_rebuild::~Online_rebuild() {
   if (m_build) tdb_rebuild_free(m_build); /* not committed: drops the new table */
 }
 
-static bool has_generated_or_check(TABLE *t) {
-  if (t->s->virtual_fields || t->s->table_check_constraints) return true;
-  for (Field **fp = t->field; *fp; fp++)
-    if ((*fp)->vcol_info || !(*fp)->stored_in_db()) return true;
-  return false;
-}
+/* Changes after which a row's stored or generated values may differ from those
+   it met the CHECK constraints with. */
+static const alter_table_operations VALUE_CHANGES =
+    ALTER_STORED_COLUMN_TYPE | ALTER_VIRTUAL_COLUMN_TYPE | ALTER_STORED_GCOL_EXPR |
+    ALTER_ADD_STORED_GENERATED_COLUMN | ALTER_COLUMN_VCOL;
+
+/* What a rebuild of a table with FOREIGN KEY constraints (a child, referenced by
+   none) may change: nothing a constraint reads (its columns, their types and
+   names, the keys that serve it). */
+static const alter_table_operations FK_CHILD_REBUILD =
+    ALTER_RECREATE | ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX |
+    ALTER_ADD_COLUMN | ALTER_STORED_COLUMN_ORDER | ALTER_VIRTUAL_COLUMN_ORDER |
+    ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
+    ALTER_INDEX_ORDER | ALTER_INDEX_IGNORABILITY;
 
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
   if (!h->m_share) return "TidesDB: the table is not open";
   if (info->ignore) return "ALTER IGNORE removes duplicates by copying the table";
+  if (info->handler_flags & ALTER_ADD_CHECK_CONSTRAINT)
+    return "TidesDB adds a CHECK constraint by copying the table (the copy checks every row)";
   if (info->handler_flags & (ALTER_ADD_FOREIGN_KEY | ALTER_DROP_FOREIGN_KEY |
-                             ALTER_ADD_CHECK_CONSTRAINT | ALTER_VIRTUAL_COLUMN_ORDER |
-                             ALTER_ADD_VIRTUAL_COLUMN | ALTER_DROP_VIRTUAL_COLUMN |
-                             ALTER_VIRTUAL_GCOL_EXPR | ALTER_STORED_GCOL_EXPR |
-                             ALTER_COLUMN_VCOL | ALTER_ADD_PERIOD | ALTER_DROP_PERIOD |
+                             ALTER_ADD_PERIOD | ALTER_DROP_PERIOD |
                              ALTER_ADD_SYSTEM_VERSIONING | ALTER_DROP_SYSTEM_VERSIONING |
                              ALTER_COLUMN_UNVERSIONED))
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
-  if (h->referenced_by_foreign_key() || !h->can_switch_engines())
-    return "TidesDB rebuilds a table with FOREIGN KEY constraints by copying it";
+  /* A child row's check locks the referenced value in the parent's index family:
+     new families would let a parent change and a child check pass each other. */
+  if (h->referenced_by_foreign_key())
+    return "TidesDB rebuilds a table that FOREIGN KEY constraints reference by copying it";
+  /* The copy checks the constraints against changed columns and keys. */
+  if (!h->can_switch_engines() && (info->handler_flags & ~FK_CHILD_REBUILD))
+    return "TidesDB rebuilds a table with FOREIGN KEY constraints online only for FORCE, "
+           "new indexes and new or moved columns";
   if ((info->handler_flags & ALTER_CHANGE_CREATE_OPTION) &&
       (info->create_info->used_fields & ~(ulong)(HA_CREATE_USED_COMMENT | HA_CREATE_USED_ENGINE)))
     return "TidesDB changes table options by copying the table";
-  if (has_generated_or_check(from) || has_generated_or_check(to))
-    return "TidesDB rebuilds online only tables without generated columns and CHECK "
-           "constraints";
   for (uint k = 0; k < to->s->keys; k++) {
     const KEY *key = &to->key_info[k];
     if (tidesdb_compat::key_is_fulltext(key) || tidesdb_compat::key_is_spatial(key) ||
@@ -92,8 +125,15 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
     bool new_auto = (g->flags & AUTO_INCREMENT_FLAG) &&
                     !(cf->field && (cf->field->flags & AUTO_INCREMENT_FLAG));
     if (new_auto) return "TidesDB numbers the rows of a new AUTO_INCREMENT column by copying the table";
-    if (!cf->field && (g->default_value || g->unireg_check != Field::NONE))
+    if (!cf->field && !g->vcol_info && (g->default_value || g->unireg_check != Field::NONE))
       return "TidesDB adds a column whose default is an expression by copying the table";
+    /* A base column's value is copied from the old row, where a virtual column
+       has none. */
+    if (cf->field && !g->vcol_info && !cf->field->stored_in_db())
+      return "TidesDB makes a virtual column a stored base column by copying the table";
+    if ((g->vcol_info && (g->flags & FIELD_IN_PART_FUNC_FLAG)) ||
+        (cf->field && cf->field->vcol_info && (cf->field->flags & FIELD_IN_PART_FUNC_FLAG)))
+      return "TidesDB rebuilds a table partitioned by a generated column by copying it";
     /* Each partition is rebuilt into itself: a row stays in its partition only
        while the columns the partitioning reads keep their values' storage. */
     Field *f = cf->field;
@@ -149,6 +189,7 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
   std::vector<uint32_t> ids;
   std::vector<uint8_t> flags;
   for (Field **fp = to->field; *fp; fp++) {
+    if (!(*fp)->stored_in_db()) continue;
     ids.push_back((*fp)->field_index);
     flags.push_back((*fp)->flags & BLOB_FLAG ? TDB_COLUMN_BLOB : 0);
   }
@@ -187,15 +228,17 @@ bool Online_rebuild::prepare(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplac
   List_iterator_fast<Create_field> it(info->alter_info->create_list);
   for (Field **fp = to->field; *fp; fp++) {
     const Create_field *cf = it++;
-    if (!cf || !cf->field) continue;
+    /* A generated column is computed from the new expression (convert). */
+    if (!cf || !cf->field || (*fp)->vcol_info) continue;
     if ((*fp)->check_assignability_from(cf->field, false)) return true;
     m_copies[m_n_copies++].set(*fp, cf->field, false);
   }
+  m_check_rows = to->check_constraints && (info->handler_flags & VALUE_CHANGES);
   return false;
 }
 
 bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, tdb_trx *trx,
-                             const std::string &pk, const std::string &row) {
+                             const std::string &pk, const std::string &row, bool to_put) {
   Engine_external_reader reader(trx, h->m_tbl, from, pk, false, Engine_external_reader::WANT_ALL,
                                 &m_externals);
   if (!decode_row(from, h->m_layout, row, from->record[0], &reader, nullptr, nullptr)) {
@@ -207,7 +250,15 @@ bool Online_rebuild::convert(ha_tidesdb *h, TABLE *from, TABLE *to, tdb_trx *trx
   }
   restore_record(to, s->default_values);
   for (size_t i = 0; i < m_n_copies; i++) m_copies[i].do_copy(&m_copies[i]);
-  return !h->ha_thd()->is_error();
+  THD *thd = h->ha_thd();
+  if (thd->is_error()) return false;
+  /* The altered table's handler is never opened: it only says that no keyread
+     is on, which update_virtual_fields asks. */
+  if (to->vfield && to->update_virtual_fields(to->file ? to->file : h, VCOL_UPDATE_FOR_WRITE))
+    return false;
+  /* The snapshot's version of a logged row is only removed: the build checked it. */
+  if (m_check_rows && to_put && to->verify_constraints(false) != VIEW_CHECK_OK) return false;
+  return !thd->is_error();
 }
 
 void Online_rebuild::derive(TABLE *to, const std::string &old_pk, Derived *out) {
@@ -274,7 +325,7 @@ bool Online_rebuild::remove(ha_tidesdb *h, TABLE *to, const Derived &d) {
   int st = tdb_rebuild_delete(m_build, 0, (const uint8_t *)d.pk.data(), d.pk.size());
   std::string key;
   for (Field **fp = to->field; !st && *fp; fp++) {
-    if (!((*fp)->flags & BLOB_FLAG)) continue;
+    if (!((*fp)->flags & BLOB_FLAG) || !(*fp)->stored_in_db()) continue;
     external_key(d.pk, m_new_layout.column_no(*fp), &key);
     st = tdb_rebuild_delete(m_build, TDB_BLOB_INDEX, (const uint8_t *)key.data(), key.size());
   }
@@ -326,7 +377,7 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if ((st = tdb_cursor_entry(c, &k, &klen, &v, &vlen))) break;
       pk.assign((const char *)k, klen);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, m_snapshot, pk, row)) return false;
+      if (!convert(h, from, to, m_snapshot, pk, row, true)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();
@@ -400,7 +451,7 @@ bool Online_rebuild::replay(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, m_snapshot, pk, row)) return false;
+      if (!convert(h, from, to, m_snapshot, pk, row, false)) return false;
       derive(to, pk, &d);
       if (!remove(h, to, d)) return false;
     }
@@ -413,7 +464,7 @@ bool Online_rebuild::replay(ha_tidesdb *h, TABLE *from, TABLE *to) {
       if (gs == TDB_NOT_FOUND) continue;
       if (gs) return !engine_error(h, gs);
       row.assign((const char *)v, vlen);
-      if (!convert(h, from, to, latest, pk, row)) return false;
+      if (!convert(h, from, to, latest, pk, row, true)) return false;
       derive(to, pk, &d);
       if (!put(h, to, d)) return false;
       thd->get_stmt_da()->inc_current_row_for_warning();

@@ -1,12 +1,13 @@
 /*
   Online rebuild of a table by an in-place ALTER TABLE (ALGORITHM=INPLACE,
   LOCK=NONE): FORCE / ENGINE=TidesDB, column type and NOT NULL changes, primary key
-  changes, ADD UNIQUE. The engine side (ffi/src/rebuild.rs) says why it is correct:
-  a new table filled from a snapshot while writers go on, the rows they wrote
-  (logged by the engine) replayed at the switch, one catalog transaction for the
-  switch. This side only translates rows: old record -> new record with the
-  server's own field conversion (Copy_field, as copy_data_between_tables does),
-  new record -> the new table's row and index entries.
+  changes, ADD UNIQUE, changes of generated columns. The engine side
+  (ffi/src/rebuild.rs) says why it is correct: a new table filled from a snapshot
+  while writers go on, the rows they wrote (logged by the engine) replayed at the
+  switch, one catalog transaction for the switch. This side only translates rows:
+  old record -> new record with the server's own field conversion (Copy_field, as
+  copy_data_between_tables does) and the new definition's generated column
+  expressions, new record -> the new table's row and index entries.
 */
 #ifndef TIDESDB_ONLINE_REBUILD_H
 #define TIDESDB_ONLINE_REBUILD_H
@@ -61,11 +62,12 @@ private:
     std::vector<External> externals;
   };
   /* Decodes old row `row` (row key `pk`; its external values read through trx)
-     and converts it into to->record[0]; false (with the server's error given) if
-     a value does not convert. The records point into `row` and m_externals until
-     the next call. */
+     and converts it into to->record[0], generated columns computed; false (with
+     the server's error given) if a value does not convert or, when the row is to
+     be put (to_put) and m_check_rows, it fails a CHECK constraint. The records
+     point into `row` and m_externals until the next call. */
   bool convert(ha_tidesdb *h, TABLE *from, TABLE *to, tdb_trx *trx, const std::string &pk,
-               const std::string &row);
+               const std::string &row, bool to_put);
   /* The new table's row and entries of to->record[0]. */
   void derive(TABLE *to, const std::string &old_pk, Derived *out);
   /* Writes / deletes what derive gave; false with the error given. */
@@ -83,6 +85,8 @@ private:
   size_t m_n_copies = 0;
   bool m_new_hidden = false;
   bool m_pk_changed = false;
+  /* The rows are checked against the CHECK constraints (see online_rebuild.cc). */
+  bool m_check_rows = false;
   /* Per key of the new table: its engine index (0 = rows) and covered fields. */
   std::vector<uint> m_engine_index;
   std::vector<std::vector<Field *>> m_covered;
