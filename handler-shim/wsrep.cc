@@ -151,12 +151,19 @@ void wsrep_note_statement(THD *thd, tdb_trx *trx) {
   if (trx && wsrep_on(thd)) tdb_trx_set_wsrep(trx, thd, wsrep_thd_is_BF(thd, false) ? 1 : 0);
 }
 
+ulonglong wsrep_refuse_two_engines(THD *thd, ulonglong *trx_id);
+
+/* Our handlerton, for wsrep_refuse_two_engines (which the server calls without it). */
+static handlerton *wsrep_self = nullptr;
+
 void wsrep_init_handlerton(handlerton *hton) {
+  wsrep_self = hton;
   if (int st = tdb_wsrep_enable(bf_abort))
     sql_print_error("TidesDB: brute-force abort not installed: %s (status %d)", tdb_last_error(), st);
   hton->flags |= HTON_WSREP_REPLICATION;
   hton->set_checkpoint = wsrep_set_checkpoint;
   hton->get_checkpoint = wsrep_get_checkpoint;
+  hton->prepare_commit_versioned = wsrep_refuse_two_engines;
 }
 
 }  // namespace tidesdb
@@ -167,8 +174,8 @@ using namespace tidesdb;
    ours that replicates by the server's wsrep hooks (InnoDB). The server certifies
    a transaction once per such engine (prepare_or_error in sql/handler.cc calls
    wsrep_before_prepare before each one's prepare), and Galera aborts the node on
-   the second certification. Only this order can be refused here: when TidesDB
-   is written first, no engine call comes between InnoDB's write and the commit. */
+   the second certification. Asked at each TidesDB write (InnoDB written first) and
+   at the commit (wsrep_refuse_two_engines: TidesDB written first). */
 static bool other_replicating_engine_written(THD *thd, handlerton *self) {
   for (THD_TRANS *t : {&thd->transaction->stmt, &thd->transaction->all})
     for (Ha_trx_info *hi = t->ha_list; hi; hi = hi->next())
@@ -176,6 +183,32 @@ static bool other_replicating_engine_written(THD *thd, handlerton *self) {
           hi->is_trx_read_write())
         return true;
   return false;
+}
+
+/* True if `hton` has written in the transaction being committed (the server
+   prepares only the engines that have). */
+static bool written_by(THD *thd, handlerton *hton) {
+  for (THD_TRANS *t : {&thd->transaction->stmt, &thd->transaction->all})
+    for (Ha_trx_info *hi = t->ha_list; hi; hi = hi->next())
+      if (hi->ht() == hton && hi->is_trx_read_write()) return true;
+  return false;
+}
+
+/* handlerton::prepare_commit_versioned: ha_commit_trans asks every engine of a
+   read-write transaction for a system-versioning commit id before any engine
+   prepares, so before the server's first wsrep certification. TidesDB keeps no
+   such id (0). A local Galera transaction that wrote TidesDB and then InnoDB
+   (the order wsrep_row_keys cannot see) would be certified twice, which aborts
+   the node: it is refused here instead (ULONGLONG_MAX: the server reports
+   ER_ERROR_DURING_COMMIT and rolls the transaction back in both engines). */
+ulonglong tidesdb::wsrep_refuse_two_engines(THD *thd, ulonglong *) {
+  if (!(wsrep_on(thd)) || !wsrep_thd_is_local(thd)) return 0;
+  if (!written_by(thd, wsrep_self) || !other_replicating_engine_written(thd, wsrep_self)) return 0;
+  my_printf_error(ER_ERROR_DURING_COMMIT, "%s", MYF(0),
+                  "TidesDB: a Galera transaction cannot write both TidesDB and InnoDB tables "
+                  "(the server would certify it twice, which aborts the node); it is rolled "
+                  "back: write each engine's tables in transactions of their own");
+  return ULONGLONG_MAX;
 }
 
 int ha_tidesdb::wsrep_row_keys(uint32_t change, const std::vector<tdb_op> &ops,
