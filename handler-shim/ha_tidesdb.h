@@ -14,6 +14,7 @@
 #include "tidesdb_ffi.h"
 #include "external_values.h"
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include "fulltext.h"
@@ -34,6 +35,20 @@ int begin_statement(THD *thd, tdb_trx **out);
    or less when the statement sets lock_wait_timeout (NOWAIT, WAIT n, SET STATEMENT),
    as those set innodb_lock_wait_timeout for InnoDB. */
 uint64_t statement_lock_wait_ms(THD *thd);
+/* Paces an online build to tidesdb_online_alter_max_rows_per_second (read when the
+   build starts). */
+class Build_pacer {
+ public:
+  explicit Build_pacer(THD *thd);
+  /* Waits, when the build is ahead of the rate after rows_done rows, until it is
+     not; false (at once) when the statement is killed. */
+  bool pace(ha_rows rows_done);
+
+ private:
+  THD *m_thd;
+  uint64_t m_rows_per_second;
+  std::chrono::steady_clock::time_point m_start;
+};
 /* tidesdb_stats_auto_recalc */
 bool stats_auto_recalc();
 /* The fields an entry of secondary key keynr of table carries (see the Format in

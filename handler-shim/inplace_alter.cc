@@ -763,8 +763,15 @@ bool ha_tidesdb::build_indexes_online(TABLE *altered_table, Alter_inplace_info *
     return s;
   };
 
+  Build_pacer pacer(thd);
   thd_progress_init(thd, 1);
   while (!failed && !at_end && st == TDB_OK) {
+    /* Between batches: the build holds no row lock while it waits. */
+    if (!pacer.pace(done)) {
+      my_error(ER_QUERY_INTERRUPTED, MYF(0));
+      failed = true;
+      break;
+    }
     /* The next row keys, from a fresh snapshot. */
     if ((st = begin())) break;
     keys.clear();

@@ -364,11 +364,12 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
   Derived d;
   ha_rows done = 0, total = h->stats.records;
   bool failed = false;
+  Build_pacer pacer(thd);
   thd_progress_init(thd, 1);
   failed = !with_copy_rules(thd, [&]() {
     for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK;
          st = tdb_cursor_next(c)) {
-      if (thd_killed(thd)) {
+      if (!pacer.pace(done)) {
         thd->send_kill_message();
         return false;
       }

@@ -16,6 +16,7 @@
 #include "table_options.h"
 #include "backup.h"
 #include "wsrep.h"
+#include <thread>
 
 using namespace tidesdb;
 
@@ -138,6 +139,30 @@ static MYSQL_THDVAR_ULONG(lock_wait_timeout, PLUGIN_VAR_RQCMDARG,
                           "Seconds a transaction waits for a row lock before giving up "
                           "with ER_LOCK_WAIT_TIMEOUT (like innodb_lock_wait_timeout)",
                           NULL, NULL, 50, 0, 1024 * 1024 * 1024, 0);
+
+static MYSQL_THDVAR_ULONGLONG(online_alter_max_rows_per_second, PLUGIN_VAR_RQCMDARG,
+                              "Rows per second an online ALTER (LOCK=NONE) that rebuilds a "
+                              "table or adds an index reads at most, to leave I/O and CPU to "
+                              "the workload it runs beside; 0 (default) does not limit it",
+                              NULL, NULL, 0, 0, ~0ULL, 0);
+
+Build_pacer::Build_pacer(THD *thd)
+    : m_thd(thd), m_rows_per_second(THDVAR(thd, online_alter_max_rows_per_second)),
+      m_start(std::chrono::steady_clock::now()) {}
+
+bool Build_pacer::pace(ha_rows rows_done) {
+  if (!m_rows_per_second) return !thd_killed(m_thd);
+  for (;;) {
+    if (thd_killed(m_thd)) return false;
+    uint64_t elapsed_us = (uint64_t)std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - m_start)
+                              .count();
+    uint64_t wait_us = tdb_build_pace_us(rows_done, elapsed_us, m_rows_per_second);
+    if (!wait_us) return true;
+    /* In slices, so that KILL stops the wait at once. */
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min<uint64_t>(wait_us, 100000)));
+  }
+}
 
 static ulonglong sysvar_lock_escalation_threshold = 100000;
 static void update_lock_escalation_threshold(THD *, struct st_mysql_sys_var *, void *var_ptr,
@@ -267,6 +292,7 @@ static struct st_mysql_sys_var *tidesdb_system_variables[] = {
     MYSQL_SYSVAR(encrypt_log),
     MYSQL_SYSVAR(lock_wait_timeout),
     MYSQL_SYSVAR(lock_escalation_threshold),
+    MYSQL_SYSVAR(online_alter_max_rows_per_second),
     MYSQL_SYSVAR(sync_mode),
     MYSQL_SYSVAR(sync_interval_ms),
     MYSQL_SYSVAR(write_buffer_size),

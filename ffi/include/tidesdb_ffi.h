@@ -281,6 +281,10 @@ int tdb_table_compact_index(tdb_table *table, uint32_t index);
    the row (the last step of OPTIMIZE TABLE). */
 int tdb_table_compact_external(tdb_table *table);
 
+/* Microseconds an online build that wrote rows_done rows in elapsed_us waits
+   before it goes on, to stay at or under rows_per_second (0: unlimited). */
+uint64_t tdb_build_pace_us(uint64_t rows_done, uint64_t elapsed_us, uint64_t rows_per_second);
+
 /* ---- In-place index changes (ALTER TABLE ... ADD/DROP/RENAME INDEX) ----------
  * tdb_index_build_begin creates n empty column families (slots 0..n-1) for new
  * indexes; no catalog entry names them yet, so they are invisible, and dropped by
