@@ -1,17 +1,19 @@
 /*
   Online rebuild: the shim's half (see online_rebuild.h and ffi/src/rebuild.rs).
 
-  What is rebuilt online (refusal): a table no FOREIGN KEY references, without
-  FULLTEXT / SPATIAL / hash keys, whose new definition keeps a primary key (or
-  keeps none: the hidden row ids stay), and whose new columns take a constant
-  default or are generated; a table with FOREIGN KEYs (a child) only for FORCE,
-  new indexes and new or moved columns (FK_CHILD_REBUILD: the constraints read
-  nothing that changes). Its writes through a parent's cascades are logged as
-  any other: the parent's statement holds the child's metadata lock, so the
-  switch waits for it. Not rebuilt online, so copied (LOCK=SHARED): ALTER
-  IGNORE, ADD CONSTRAINT ... CHECK (the copy checks every row; InnoDB copies it
-  too), a table FOREIGN KEYs reference (a child's check locks the referenced
-  value in the parent's index family, which the rebuild replaces), a virtual
+  What is rebuilt online (refusal): a table without FULLTEXT / SPATIAL / hash
+  keys, whose new definition keeps a primary key (or keeps none: the hidden row
+  ids stay), and whose new columns take a constant default or are generated; a
+  table with FOREIGN KEYs (a child) only for FORCE, new indexes and new or moved
+  columns (FK_CHILD_REBUILD: the constraints read nothing that changes); a table
+  FOREIGN KEYs reference (a parent) only for FORCE and new or moved columns
+  (FK_PARENT_REBUILD: no index number changes). A child's writes through a
+  parent's cascades are logged as any other: the parent's statement holds the
+  child's metadata lock, so the switch waits for it. A child's check locks the
+  referenced value in the parent's index family without the parent's metadata
+  lock: the switch waits for those locks (Rebuild::commit_group). Not rebuilt
+  online, so copied (LOCK=SHARED): ALTER IGNORE, ADD CONSTRAINT ... CHECK (the
+  copy checks every row; InnoDB copies it too), a virtual
   column made a stored base column (its old value is never stored: only the old
   table's expression gives it), a table partitioned by a generated column (a
   new expression could move a row to another partition), system versioning and
@@ -83,6 +85,14 @@ static const alter_table_operations FK_CHILD_REBUILD =
     ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
     ALTER_INDEX_ORDER | ALTER_INDEX_IGNORABILITY;
 
+/* What a rebuild of a table FOREIGN KEY constraints reference (a parent) may
+   change: nothing a child's check reads, and no index number (a check that waited
+   for the switch locks the new family by the number it had). */
+static const alter_table_operations FK_PARENT_REBUILD =
+    ALTER_RECREATE | ALTER_ADD_COLUMN | ALTER_STORED_COLUMN_ORDER | ALTER_VIRTUAL_COLUMN_ORDER |
+    ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
+    ALTER_INDEX_IGNORABILITY;
+
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
   if (!h->m_share) return "TidesDB: the table is not open";
@@ -94,10 +104,11 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                              ALTER_ADD_SYSTEM_VERSIONING | ALTER_DROP_SYSTEM_VERSIONING |
                              ALTER_COLUMN_UNVERSIONED))
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
-  /* A child row's check locks the referenced value in the parent's index family:
-     new families would let a parent change and a child check pass each other. */
-  if (h->referenced_by_foreign_key())
-    return "TidesDB rebuilds a table that FOREIGN KEY constraints reference by copying it";
+  /* A child row's check locks the referenced value in the parent's index family
+     by index number (the switch waits for those locks: Rebuild::commit_group). */
+  if (h->referenced_by_foreign_key() && (info->handler_flags & ~FK_PARENT_REBUILD))
+    return "TidesDB rebuilds a table that FOREIGN KEY constraints reference online only "
+           "for FORCE and new or moved columns";
   /* The copy checks the constraints against changed columns and keys. */
   if (!h->can_switch_engines() && (info->handler_flags & ~FK_CHILD_REBUILD))
     return "TidesDB rebuilds a table with FOREIGN KEY constraints online only for FORCE, "
@@ -396,7 +407,8 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
 
 bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {
   if (replay(h, from, to)) return true;
-  if (int st = tdb_rebuild_commit(m_build)) return engine_error(h, st);
+  if (int st = tdb_rebuild_commit(m_build, statement_lock_wait_ms(h->ha_thd())))
+    return engine_error(h, st);
   tdb_rebuild_free(m_build);
   m_build = nullptr;
   return false;
@@ -413,7 +425,8 @@ bool Online_rebuild::finish_group(const std::vector<Part> &parts, TABLE *to,
      switch committed (tidesdb_check_version). */
   const LEX_CUSTRING &version = to->s->tabledef_version;
   if (int st = tdb_rebuild_commit_group(builds.data(), builds.size(), path.c_str(),
-                                        version.str, version.length))
+                                        version.str, version.length,
+                                        statement_lock_wait_ms(parts[0].handler->ha_thd())))
     return parts[0].rebuild->engine_error(parts[0].handler, st);
   for (const Part &p : parts) {
     tdb_rebuild_free(p.rebuild->m_build);

@@ -300,3 +300,39 @@ fn a_transaction_with_escalation_off_keeps_its_row_locks() {
         Err(Error::LockTimeout)
     ));
 }
+
+#[test]
+fn table_locks_wait_for_row_holders_then_block_row_requests() {
+    let (_d, db, cf) = setup(0);
+    let other = db.create_cf("u", CfOptions::default()).unwrap();
+    let mut reader = db.begin(Isolation::RepeatableRead);
+    reader.lock(&other, b"v", LockMode::Shared, T).unwrap();
+    // All or none: `cf` is free, `other` is not, so neither is taken.
+    let mut ddl = db.begin(Isolation::RepeatableRead);
+    let started = Instant::now();
+    let err = ddl
+        .lock_tables(&[cf.clone(), other.clone()], LockMode::Exclusive, SHORT)
+        .unwrap_err();
+    assert!(matches!(err, Error::LockTimeout), "{err:?}");
+    assert!(started.elapsed() >= SHORT);
+    assert!(!ddl.has_table_lock(&cf));
+    let mut writer = db.begin(Isolation::RepeatableRead);
+    writer.lock(&cf, b"w", LockMode::Exclusive, SHORT).unwrap();
+    writer.rollback();
+    // Granted once the holder ends; new row requests then wait for the DDL.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(SHORT);
+        reader.commit().unwrap();
+    });
+    ddl.lock_tables(&[cf.clone(), other.clone()], LockMode::Exclusive, T)
+        .unwrap();
+    release.join().unwrap();
+    assert!(ddl.has_table_lock(&cf) && ddl.has_table_lock(&other));
+    let mut late = db.begin(Isolation::RepeatableRead);
+    let err = late
+        .lock(&other, b"v", LockMode::Shared, SHORT)
+        .unwrap_err();
+    assert!(matches!(err, Error::LockTimeout), "{err:?}");
+    ddl.rollback();
+    late.lock(&other, b"v", LockMode::Shared, SHORT).unwrap();
+}

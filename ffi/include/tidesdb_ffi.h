@@ -350,7 +350,9 @@ int tdb_rebuild_delete(tdb_rebuild *build, uint32_t index, const uint8_t *key,
                        size_t key_len);
 int tdb_rebuild_take_log(tdb_rebuild *build, size_t *n);
 int tdb_rebuild_logged_key(tdb_rebuild *build, size_t i, const uint8_t **key, size_t *len);
-int tdb_rebuild_commit(tdb_rebuild *build);
+/* lock_wait_ms: how long the switch waits for transactions whose FOREIGN KEY
+   checks hold locks in the table's families (TDB_LOCK_TIMEOUT after it). */
+int tdb_rebuild_commit(tdb_rebuild *build, uint64_t lock_wait_ms);
 /* tdb_rebuild_commit of n rebuilds (the partitions of one partitioned table, each
    replayed) in one catalog transaction: every table switches or none does. With
    path (the partitioned table's, not NULL), the transaction also records that
@@ -359,7 +361,8 @@ int tdb_rebuild_commit(tdb_rebuild *build);
    server's DDL recovery asks by the partitioned table's path). Each build is
    freed by the caller afterwards, as after tdb_rebuild_commit. */
 int tdb_rebuild_commit_group(tdb_rebuild *const *builds, size_t n, const char *path,
-                             const uint8_t *version, size_t version_len);
+                             const uint8_t *version, size_t version_len,
+                             uint64_t lock_wait_ms);
 /* *out = 1 if the last group switch of partitioned table `path` recorded
    definition `version`, else 0. */
 int tdb_rebuild_group_committed(const char *path, const uint8_t *version, size_t version_len,

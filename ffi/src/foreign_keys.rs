@@ -32,6 +32,12 @@
 //! looks for child entries. So a child insert and a parent delete of the same value
 //! serialise, and whichever comes second sees the first one's committed outcome:
 //! no orphan can be committed.
+//!
+//! A child's check holds no metadata lock on the parent, so an online rebuild of
+//! the parent (`rebuild.rs`), which gives it new families, waits at its switch for
+//! the transactions holding locks in the old ones and keeps new ones out until
+//! the catalog names the new families; a check that waited then takes its lock
+//! again in the new family (`tdb_fk_probe`).
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CString};
 
@@ -1217,13 +1223,24 @@ pub unsafe extern "C" fn tdb_fk_probe(
             let lock_table = unsafe { raw::str(lock_table) }?;
             // SAFETY: as above.
             let lock_key = unsafe { raw::bytes(lock_key, lock_key_len) }?;
-            let cf = e.catalog.open_table(&e.db, lock_table)?.cf(lock_index)?;
+            let locked = e.catalog.open_table(&e.db, lock_table)?;
             let mode = if lock_mode == 0 {
                 LockMode::Shared
             } else {
                 LockMode::Exclusive
             };
-            trx.txn()?.lock(&cf, lock_key, mode, timeout)?;
+            // An online rebuild of the parent switches it to new families once
+            // the locks on the old ones are free (Rebuild::commit_group): a lock
+            // granted on a family the switch replaced meanwhile (or refused
+            // because it was dropped) is taken again on the new one.
+            loop {
+                let cf = locked.cf(lock_index)?;
+                let res = trx.txn()?.lock(&cf, lock_key, mode, timeout);
+                if locked.cf(lock_index)?.id() == cf.id() {
+                    res?;
+                    break;
+                }
+            }
         }
         let shared = match e.catalog.open_table(&e.db, table) {
             Ok(s) => s,

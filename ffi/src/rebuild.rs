@@ -31,7 +31,9 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use tidesdb_core::{Cf, Db, Isolation, Txn};
+use std::time::Duration;
+
+use tidesdb_core::{Cf, Db, Isolation, LockMode, Txn};
 
 use crate::catalog::{Catalog, TableMeta, TableShared, BLOB_INDEX};
 use crate::columns::{ColumnVersions, StoredColumn};
@@ -161,8 +163,8 @@ impl Rebuild {
 
     /// The switch: the table becomes the rebuilt one. The caller holds the table
     /// exclusively and has replayed the whole log.
-    pub fn commit(&mut self) -> FfiResult<()> {
-        Self::commit_group(&mut [self], None)
+    pub fn commit(&mut self, lock_wait: Duration) -> FfiResult<()> {
+        Self::commit_group(&mut [self], None, lock_wait)
     }
 
     /// Everything is written and nothing is left in the log.
@@ -182,9 +184,18 @@ impl Rebuild {
     /// or failure before it leaves every old table as it was, after it every
     /// table is the rebuilt one. `marker`: see `install_rebuilt_group`. The
     /// caller holds the tables exclusively and has replayed every log.
+    ///
+    /// A child row's FOREIGN KEY check locks the referenced value in the
+    /// parent's index family without the parent's metadata lock
+    /// (`tdb_fk_probe`), so the server's exclusive lock does not keep it out:
+    /// the switch first takes a table lock on every old family, waiting (up to
+    /// `lock_wait`) for the transactions that hold such locks and keeping new
+    /// ones out until the catalog names the new families (a check that waited
+    /// then locks the new family: `tdb_fk_probe`).
     pub fn commit_group(
         builds: &mut [&mut Rebuild],
         marker: Option<(&str, &[u8])>,
+        lock_wait: Duration,
     ) -> FfiResult<()> {
         for b in builds.iter_mut() {
             b.check_replayed()?;
@@ -195,7 +206,14 @@ impl Rebuild {
         let filled = e.db.latest_sequence();
         let tables: Vec<(&str, &TableMeta)> =
             builds.iter().map(|b| (b.name.as_str(), &b.meta)).collect();
+        let old_cfs: Vec<Cf> = builds.iter().flat_map(|b| b.shared.cfs()).collect();
+        let mut fence = e.db.begin(Isolation::ReadCommitted);
+        if let Err(err) = fence.lock_tables(&old_cfs, LockMode::Exclusive, lock_wait) {
+            fence.rollback();
+            return Err(err.into());
+        }
         let installed = e.catalog.install_rebuilt_group(&e.db, &tables, marker);
+        fence.rollback();
         // The catalog transaction either committed (every table is the rebuilt
         // one; a failure after it only left old families, which the next start
         // drops) or did not (each build's Drop drops its new families).
@@ -362,11 +380,11 @@ pub unsafe extern "C" fn tdb_rebuild_logged_key(
 /// # Safety
 /// `build` a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn tdb_rebuild_commit(build: *mut Rebuild) -> c_int {
+pub unsafe extern "C" fn tdb_rebuild_commit(build: *mut Rebuild, lock_wait_ms: u64) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
         let build = unsafe { raw::handle(build) }?;
-        build.commit()
+        build.commit(Duration::from_millis(lock_wait_ms))
     })
 }
 
@@ -380,6 +398,7 @@ pub unsafe extern "C" fn tdb_rebuild_commit_group(
     path: *const c_char,
     version: *const u8,
     version_len: usize,
+    lock_wait_ms: u64,
 ) -> c_int {
     guard(|| {
         // SAFETY: `n` handles by contract.
@@ -403,7 +422,7 @@ pub unsafe extern "C" fn tdb_rebuild_commit_group(
             let version = unsafe { raw::bytes(version, version_len) }?;
             Some((path, version))
         };
-        Rebuild::commit_group(&mut group, marker)
+        Rebuild::commit_group(&mut group, marker, Duration::from_millis(lock_wait_ms))
     })
 }
 

@@ -352,28 +352,46 @@ impl LockManager {
     /// a conflicting row or table lock on `cf`. On success `me`'s row locks
     /// on `cf` are gone from the table (the caller drops its own copies).
     pub(crate) fn try_escalate(&self, me: u64, cf: u64, mode: LockMode) -> bool {
-        let mut prefix = Vec::new();
-        encode_key(&mut prefix, cf, &[]);
+        let granted = self.try_table_locks(me, &[cf], mode);
+        if granted {
+            crate::metrics::LOCK_ESCALATIONS.inc();
+        }
+        granted
+    }
+
+    /// Gives `me` a table lock in `mode` on every family of `cfs`, in place of
+    /// its row locks there, or none of them (false) while another transaction
+    /// holds a conflicting row or table lock on any: all at once, so that a
+    /// transaction taking several never holds some while it waits for others.
+    pub(crate) fn try_table_locks(&self, me: u64, cfs: &[u64], mode: LockMode) -> bool {
+        let prefixes: Vec<Vec<u8>> = cfs
+            .iter()
+            .map(|&cf| {
+                let mut prefix = Vec::new();
+                encode_key(&mut prefix, cf, &[]);
+                prefix
+            })
+            .collect();
+        let covered = |k: &[u8]| prefixes.iter().any(|p| k.starts_with(p));
         let mut maps: Vec<_> = self.shards.iter().map(|s| s.map.lock()).collect();
         let mut tables = self.tables.lock();
-        if tables
-            .get(&cf)
-            .into_iter()
-            .flatten()
+        if cfs
+            .iter()
+            .flat_map(|cf| tables.get(cf).into_iter().flatten())
             .any(|h| Entry::blocks(me, mode, h))
         {
             return false;
         }
         for map in &maps {
             for (k, e) in map.iter() {
-                if k.starts_with(&prefix) && e.holders().any(|h| Entry::blocks(me, mode, h)) {
+                if covered(k) && e.holders().any(|h| Entry::blocks(me, mode, h)) {
                     return false;
                 }
             }
         }
         for map in maps.iter_mut() {
             map.retain(|k, e| {
-                if k.starts_with(&prefix) {
+                if covered(k) {
                     e.release(me);
                     return !e.is_free();
                 }
@@ -384,16 +402,18 @@ impl LockManager {
                 map.shrink_to(len * 2);
             }
         }
-        let holders = tables.entry(cf).or_default();
-        match holders.iter_mut().find(|h| h.0 == me) {
-            Some(h) => {
-                if mode == LockMode::Exclusive {
-                    h.1 = mode;
+        for &cf in cfs {
+            let holders = tables.entry(cf).or_default();
+            match holders.iter_mut().find(|h| h.0 == me) {
+                Some(h) => {
+                    if mode == LockMode::Exclusive {
+                        h.1 = mode;
+                    }
                 }
-            }
-            None => {
-                holders.push((me, mode));
-                self.n_tables.fetch_add(1, Ordering::SeqCst);
+                None => {
+                    holders.push((me, mode));
+                    self.n_tables.fetch_add(1, Ordering::SeqCst);
+                }
             }
         }
         drop(tables);
@@ -402,7 +422,6 @@ impl LockManager {
         for s in &self.shards {
             s.cv.notify_all();
         }
-        crate::metrics::LOCK_ESCALATIONS.inc();
         true
     }
 

@@ -977,6 +977,45 @@ impl Txn {
         // table lock add none (see `put_covered`).
     }
 
+    /// Takes a table lock in `mode` on every family of `cfs` (held until the
+    /// transaction ends; see lock.rs), all at once: waits up to `timeout`
+    /// while other transactions hold conflicting row or table locks on any of
+    /// them (`Error::LockTimeout` after it, `Error::Cancelled` if cancelled).
+    /// Holding none of them while it waits, it closes no deadlock. A DDL
+    /// statement uses it to wait for the transactions that locked keys of
+    /// families it is about to replace.
+    pub fn lock_tables(&mut self, cfs: &[Cf], mode: LockMode, timeout: Duration) -> Result<()> {
+        for cf in cfs {
+            self.check(cf)?;
+        }
+        let ids: Vec<u64> = cfs.iter().map(Cf::id).collect();
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        while !self.db.locks().try_table_locks(self.id, &ids, mode) {
+            if self.cancel.swap(false, Ordering::SeqCst) {
+                return Err(Error::Cancelled);
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
+                return Err(Error::LockTimeout);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let at = self.db.visible_seq() & !LOCK_X;
+        for &cf in &ids {
+            let c = self.cf_locks.entry(cf).or_default();
+            c.table = match c.table {
+                Some((LockMode::Exclusive, a)) => Some((LockMode::Exclusive, a)),
+                _ => Some((mode, at)),
+            };
+            c.count = 0;
+            c.next_try = 0;
+            let mut prefix = Vec::new();
+            crate::txn::lock::encode_key(&mut prefix, cf, &[]);
+            self.locks.retain(|k, _| !k.starts_with(&prefix));
+        }
+        Ok(())
+    }
+
     /// True if this transaction holds an escalated table lock on `cf`.
     pub fn has_table_lock(&self, cf: &Cf) -> bool {
         matches!(
