@@ -433,16 +433,24 @@ enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,
     }
   }
   /* Constraints find indexes by their columns: a table in a constraint drops
-     indexes (or changes column types) by copying, where the server and the engine
-     check the constraints against the new definition. (RENAME COLUMN stays in
-     place: the constraint catalog follows at commit, as InnoDB's does.) */
+     indexes (or changes the type of a column a constraint reads) by copying, where
+     the server and the engine check the constraints against the new definition.
+     (RENAME COLUMN stays in place: the constraint catalog follows at commit, as
+     InnoDB's does.) */
   if ((flags & (ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX |
                 ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE)) &&
       (referenced_by_foreign_key() || !can_switch_engines())) {
-    ha_alter_info->unsupported_reason =
-        "TidesDB drops indexes and changes column types of a table with FOREIGN KEY "
-        "constraints by copying it";
-    return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    bool drops = flags & (ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX | ALTER_DROP_UNIQUE_INDEX);
+    const char *col =
+        drops ? nullptr
+              : Online_rebuild::changed_constraint_column(m_name.c_str(), altered_table,
+                                                          ha_alter_info);
+    if (!col || *col) {
+      ha_alter_info->unsupported_reason =
+          "TidesDB drops indexes and changes columns FOREIGN KEY constraints read by "
+          "copying the table";
+      return HA_ALTER_INPLACE_NOT_SUPPORTED;
+    }
   }
   if (versioned && (flags & (INSTANT_COLUMNS | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE))) {
     if (const char *why = instant_columns_refusal(table, altered_table, ha_alter_info)) {

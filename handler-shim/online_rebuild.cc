@@ -93,6 +93,47 @@ static const alter_table_operations FK_PARENT_REBUILD =
     ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
     ALTER_INDEX_IGNORABILITY;
 
+/* Column changes a table with constraints (either side) rebuilds online when no
+   constraint reads the changed columns (changed_constraint_column). */
+static const alter_table_operations FK_COLUMN_CHANGES =
+    ALTER_STORED_COLUMN_TYPE | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE | ALTER_COLUMN_NULLABLE |
+    ALTER_COLUMN_NOT_NULLABLE;
+
+/* True if the new column's values differ in type, size, character set, sign or
+   scale from the old one's. */
+static bool column_type_changes(const Field *f, const Field *g) {
+  return f->real_type() != g->real_type() || f->pack_length() != g->pack_length() ||
+         f->field_length != g->field_length || f->charset() != g->charset() ||
+         (f->flags & UNSIGNED_FLAG) != (g->flags & UNSIGNED_FLAG) ||
+         f->decimals() != g->decimals();
+}
+
+const char *Online_rebuild::changed_constraint_column(const char *name, TABLE *to,
+                                                      Alter_inplace_info *info) {
+  std::vector<std::string> read;
+  for (int as_parent = 0; as_parent < 2; as_parent++) {
+    tdb_fk_list *list = nullptr;
+    if (tdb_fk_list_open(name, as_parent, &list)) return nullptr;
+    for (uint32_t i = 0; i < tdb_fk_list_count(list); i++) {
+      const tdb_fk_info *fk = tdb_fk_list_get(list, i);
+      for (uint32_t c = 0; c < fk->n_cols; c++)
+        read.emplace_back(as_parent ? fk->parent_cols[c] : fk->child_cols[c]);
+    }
+    tdb_fk_list_free(list);
+  }
+  List_iterator_fast<Create_field> it(info->alter_info->create_list);
+  for (Field **fp = to->field; *fp; fp++) {
+    const Create_field *cf = it++;
+    if (!cf || !cf->field ||
+        !(column_type_changes(cf->field, *fp) || cf->field->maybe_null() != (*fp)->maybe_null()))
+      continue;
+    for (const std::string &col : read)
+      if (tidesdb_compat::ident_eq(col.c_str(), cf->field->field_name.str))
+        return cf->field->field_name.str;
+  }
+  return "";
+}
+
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
   if (!h->m_share) return "TidesDB: the table is not open";
@@ -106,13 +147,20 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
   /* A child row's check locks the referenced value in the parent's index family
      by index number (the switch waits for those locks: Rebuild::commit_group). */
-  if (h->referenced_by_foreign_key() && (info->handler_flags & ~FK_PARENT_REBUILD))
+  if (h->referenced_by_foreign_key() && (info->handler_flags & ~(FK_PARENT_REBUILD | FK_COLUMN_CHANGES)))
     return "TidesDB rebuilds a table that FOREIGN KEY constraints reference online only "
-           "for FORCE and new or moved columns";
+           "for FORCE, new or moved columns and changes of columns no constraint reads";
   /* The copy checks the constraints against changed columns and keys. */
-  if (!h->can_switch_engines() && (info->handler_flags & ~FK_CHILD_REBUILD))
+  if (!h->can_switch_engines() && (info->handler_flags & ~(FK_CHILD_REBUILD | FK_COLUMN_CHANGES)))
     return "TidesDB rebuilds a table with FOREIGN KEY constraints online only for FORCE, "
-           "new indexes and new or moved columns";
+           "new indexes, new or moved columns and changes of columns no constraint reads";
+  if ((h->referenced_by_foreign_key() || !h->can_switch_engines()) &&
+      (info->handler_flags & FK_COLUMN_CHANGES)) {
+    const char *col = changed_constraint_column(h->m_name.c_str(), to, info);
+    if (!col) return "TidesDB: the table's FOREIGN KEY constraints cannot be read";
+    if (*col)
+      return "TidesDB changes a column a FOREIGN KEY constraint reads by copying the table";
+  }
   if ((info->handler_flags & ALTER_CHANGE_CREATE_OPTION) &&
       (info->create_info->used_fields & ~(ulong)(HA_CREATE_USED_COMMENT | HA_CREATE_USED_ENGINE)))
     return "TidesDB changes table options by copying the table";
@@ -148,11 +196,7 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
     /* Each partition is rebuilt into itself: a row stays in its partition only
        while the columns the partitioning reads keep their values' storage. */
     Field *f = cf->field;
-    if (f && (f->flags & FIELD_IN_PART_FUNC_FLAG) &&
-        (f->real_type() != g->real_type() || f->pack_length() != g->pack_length() ||
-         f->field_length != g->field_length || f->charset() != g->charset() ||
-         (f->flags & UNSIGNED_FLAG) != (g->flags & UNSIGNED_FLAG) ||
-         f->decimals() != g->decimals()))
+    if (f && (f->flags & FIELD_IN_PART_FUNC_FLAG) && column_type_changes(f, g))
       return "TidesDB changes a column of the partitioning function by copying the table";
   }
   return nullptr;

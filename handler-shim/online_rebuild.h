@@ -26,6 +26,12 @@ public:
   ~Online_rebuild();
   /* Why this ALTER cannot rebuild the table online, or nullptr. */
   static const char *refusal(ha_tidesdb *h, TABLE *from, TABLE *to, Alter_inplace_info *info);
+  /* The name of a column of table `name` whose values the ALTER changes (type,
+     size, character set, sign, scale or NULL-ability) and a FOREIGN KEY constraint
+     reads (as the child's column or the parent's referenced one), "" if none,
+     nullptr if the constraints cannot be read. */
+  static const char *changed_constraint_column(const char *name, TABLE *to,
+                                               Alter_inplace_info *info);
   /* The steps of the in-place ALTER (each false on success, with my_error given
      on failure): prepare (the table held exclusively) creates the new table and
      starts the engine's log; build fills it from a snapshot; finish (held
