@@ -336,3 +336,61 @@ fn table_locks_wait_for_row_holders_then_block_row_requests() {
     ddl.rollback();
     late.lock(&other, b"v", LockMode::Shared, SHORT).unwrap();
 }
+
+#[test]
+fn a_waiting_table_lock_holds_back_new_transactions_only() {
+    let (_d, db, cf) = setup(0);
+    let mut holder = db.begin(Isolation::RepeatableRead);
+    holder.lock(&cf, b"a", LockMode::Shared, T).unwrap();
+    let db2 = db.clone();
+    let cf2 = cf.clone();
+    let ddl = std::thread::spawn(move || {
+        let mut ddl = db2.begin(Isolation::RepeatableRead);
+        let r = ddl.lock_tables(&[cf2], LockMode::Exclusive, T);
+        ddl.rollback();
+        r
+    });
+    std::thread::sleep(SHORT);
+    // A transaction with no lock in the family waits behind the request ...
+    let mut fresh = db.begin(Isolation::RepeatableRead);
+    let err = fresh.lock(&cf, b"b", LockMode::Shared, SHORT).unwrap_err();
+    assert!(matches!(err, Error::LockTimeout), "{err:?}");
+    // ... one that holds a lock there goes on (the request waits for it).
+    holder.lock(&cf, b"c", LockMode::Shared, SHORT).unwrap();
+    let started = Instant::now();
+    holder.commit().unwrap();
+    ddl.join().unwrap().unwrap();
+    assert!(started.elapsed() < T);
+    fresh.lock(&cf, b"b", LockMode::Shared, SHORT).unwrap();
+}
+
+#[test]
+fn a_holder_waiting_for_a_transaction_held_back_makes_it_the_victim() {
+    let (_d, db, cf) = setup(0);
+    let other = db.create_cf("u", CfOptions::default()).unwrap();
+    let mut holder = db.begin(Isolation::RepeatableRead);
+    holder.lock(&cf, b"a", LockMode::Shared, T).unwrap();
+    let mut fresh = db.begin(Isolation::RepeatableRead);
+    fresh.lock(&other, b"x", LockMode::Exclusive, T).unwrap();
+    let db2 = db.clone();
+    let cf2 = cf.clone();
+    let ddl = std::thread::spawn(move || {
+        let mut ddl = db2.begin(Isolation::RepeatableRead);
+        let r = ddl.lock_tables(&[cf2], LockMode::Exclusive, T);
+        ddl.rollback();
+        r
+    });
+    std::thread::sleep(SHORT);
+    // holder waits for fresh (x), fresh for the request, the request for holder.
+    let waiter = std::thread::spawn(move || {
+        let r = holder.lock(&other, b"x", LockMode::Exclusive, T);
+        holder.rollback();
+        r
+    });
+    std::thread::sleep(SHORT);
+    let err = fresh.lock(&cf, b"b", LockMode::Shared, T).unwrap_err();
+    assert!(matches!(err, Error::Deadlock), "{err:?}");
+    fresh.rollback();
+    waiter.join().unwrap().unwrap();
+    ddl.join().unwrap().unwrap();
+}

@@ -270,6 +270,15 @@ pub(crate) struct LockManager {
     tables: Mutex<FxHashMap<u64, Vec<(u64, LockMode)>>>,
     /// Number of table locks held; 0 lets row requests skip the table check.
     n_tables: AtomicUsize,
+    /// Table lock requests waiting ([`LockManager::wait_table_locks`]): cf ->
+    /// requesters. A row request of a transaction that holds no lock in such a
+    /// family yet waits behind them, so that a stream of new transactions
+    /// cannot keep the table lock from ever being granted; one that holds
+    /// some goes on (it is what the request waits for). Lock order: a shard
+    /// mutex before this one; never held with the table mutex.
+    pending_tables: Mutex<FxHashMap<u64, Vec<u64>>>,
+    /// Number of entries in `pending_tables`; 0 lets row requests skip it.
+    n_pending: AtomicUsize,
     /// Row locks per transaction and column family before escalation to a
     /// table lock (0 = never).
     escalation_threshold: AtomicUsize,
@@ -293,6 +302,8 @@ impl LockManager {
             ranges: AtomicUsize::new(0),
             tables: Mutex::new(FxHashMap::default()),
             n_tables: AtomicUsize::new(0),
+            pending_tables: Mutex::new(FxHashMap::default()),
+            n_pending: AtomicUsize::new(0),
             escalation_threshold: AtomicUsize::new(DEFAULT_ESCALATION_THRESHOLD),
         }
     }
@@ -332,19 +343,30 @@ impl LockManager {
         Some(MutexGuard::unlocked(guard, || obs(me, blockers)))
     }
 
-    /// Other transactions whose table lock on `cf` conflicts with `mode`.
-    fn table_blockers(&self, me: u64, cf: u64, mode: LockMode) -> Vec<u64> {
-        if self.n_tables.load(Ordering::SeqCst) == 0 {
-            return Vec::new();
+    /// Other transactions whose table lock on `cf` conflicts with `mode`, and,
+    /// for a transaction that holds no lock in `cf` yet (`fresh`), those whose
+    /// table lock request on `cf` waits.
+    fn table_blockers(&self, me: u64, cf: u64, mode: LockMode, fresh: bool) -> Vec<u64> {
+        let mut blockers = Vec::new();
+        if self.n_tables.load(Ordering::SeqCst) != 0 {
+            blockers.extend(
+                self.tables
+                    .lock()
+                    .get(&cf)
+                    .into_iter()
+                    .flatten()
+                    .filter(|h| Entry::blocks(me, mode, h))
+                    .map(|h| h.0),
+            );
         }
-        self.tables
-            .lock()
-            .get(&cf)
-            .into_iter()
-            .flatten()
-            .filter(|h| Entry::blocks(me, mode, h))
-            .map(|h| h.0)
-            .collect()
+        if fresh && self.n_pending.load(Ordering::SeqCst) != 0 {
+            for &t in self.pending_tables.lock().get(&cf).into_iter().flatten() {
+                if t != me && !blockers.contains(&t) {
+                    blockers.push(t);
+                }
+            }
+        }
+        blockers
     }
 
     /// Tries to replace `me`'s row locks on `cf` by one table lock in `mode`
@@ -352,18 +374,77 @@ impl LockManager {
     /// a conflicting row or table lock on `cf`. On success `me`'s row locks
     /// on `cf` are gone from the table (the caller drops its own copies).
     pub(crate) fn try_escalate(&self, me: u64, cf: u64, mode: LockMode) -> bool {
-        let granted = self.try_table_locks(me, &[cf], mode);
+        let granted = self.try_table_locks(me, &[cf], mode).is_empty();
         if granted {
             crate::metrics::LOCK_ESCALATIONS.inc();
         }
         granted
     }
 
+    /// Takes table locks on every family of `cfs` for `me` as
+    /// [`LockManager::try_table_locks`] does, waiting up to `timeout` while
+    /// other transactions hold conflicting locks there; meanwhile transactions
+    /// that hold no lock in those families wait behind the request (see
+    /// `pending_tables`), and the wait-for graph has the request waiting for
+    /// the holders, so a holder that comes to wait for such a transaction
+    /// makes that transaction the deadlock victim.
+    pub(crate) fn wait_table_locks(
+        &self,
+        me: u64,
+        cfs: &[u64],
+        mode: LockMode,
+        timeout: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<()> {
+        {
+            let mut pending = self.pending_tables.lock();
+            for &cf in cfs {
+                pending.entry(cf).or_default().push(me);
+            }
+            self.n_pending.fetch_add(cfs.len(), Ordering::SeqCst);
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let res = loop {
+            let holders = self.try_table_locks(me, cfs, mode);
+            if holders.is_empty() {
+                break Ok(());
+            }
+            self.waits_for.lock().insert(me, holders);
+            if cancel.swap(false, Ordering::SeqCst) {
+                break Err(Error::Cancelled);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
+                break Err(Error::LockTimeout);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        self.waits_for.lock().remove(&me);
+        {
+            let mut pending = self.pending_tables.lock();
+            for &cf in cfs {
+                if let Some(v) = pending.get_mut(&cf) {
+                    if let Some(i) = v.iter().position(|&t| t == me) {
+                        v.swap_remove(i);
+                        self.n_pending.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    if v.is_empty() {
+                        pending.remove(&cf);
+                    }
+                }
+            }
+        }
+        // The requests that waited behind this one.
+        self.wake_all();
+        res
+    }
+
     /// Gives `me` a table lock in `mode` on every family of `cfs`, in place of
-    /// its row locks there, or none of them (false) while another transaction
-    /// holds a conflicting row or table lock on any: all at once, so that a
-    /// transaction taking several never holds some while it waits for others.
-    pub(crate) fn try_table_locks(&self, me: u64, cfs: &[u64], mode: LockMode) -> bool {
+    /// its row locks there, or none of them while another transaction holds a
+    /// conflicting row or table lock on any (those transactions are returned;
+    /// empty: granted): all at once, so that a transaction taking several
+    /// never holds some while it waits for others.
+    pub(crate) fn try_table_locks(&self, me: u64, cfs: &[u64], mode: LockMode) -> Vec<u64> {
         let prefixes: Vec<Vec<u8>> = cfs
             .iter()
             .map(|&cf| {
@@ -375,19 +456,31 @@ impl LockManager {
         let covered = |k: &[u8]| prefixes.iter().any(|p| k.starts_with(p));
         let mut maps: Vec<_> = self.shards.iter().map(|s| s.map.lock()).collect();
         let mut tables = self.tables.lock();
-        if cfs
+        let mut holders: Vec<u64> = Vec::new();
+        let mut add = |t: u64| {
+            if !holders.contains(&t) {
+                holders.push(t);
+            }
+        };
+        for h in cfs
             .iter()
             .flat_map(|cf| tables.get(cf).into_iter().flatten())
-            .any(|h| Entry::blocks(me, mode, h))
         {
-            return false;
+            if Entry::blocks(me, mode, h) {
+                add(h.0);
+            }
         }
         for map in &maps {
             for (k, e) in map.iter() {
-                if covered(k) && e.holders().any(|h| Entry::blocks(me, mode, h)) {
-                    return false;
+                if covered(k) {
+                    for h in e.holders().filter(|h| Entry::blocks(me, mode, h)) {
+                        add(h.0);
+                    }
                 }
             }
+        }
+        if !holders.is_empty() {
+            return holders;
         }
         for map in maps.iter_mut() {
             map.retain(|k, e| {
@@ -422,7 +515,7 @@ impl LockManager {
         for s in &self.shards {
             s.cv.notify_all();
         }
-        true
+        Vec::new()
     }
 
     /// Releases `me`'s table locks (transaction end) and wakes all waiters.
@@ -484,11 +577,15 @@ impl LockManager {
     ) -> Result<()> {
         let mut k = Vec::with_capacity(key.len() + 10);
         encode_key(&mut k, cf, key);
-        self.lock_key(me, cf, &k, mode, timeout, cancel).map(|_| ())
+        self.lock_key(me, cf, &k, mode, timeout, cancel, false)
+            .map(|_| ())
     }
 
     /// Acquires (or upgrades) a lock on an encoded key (see [`encode_key`],
     /// `cf` is its column family); returns the table's shared copy of the key.
+    /// `fresh`: `me` holds no lock in `cf` yet (it then waits behind table
+    /// lock requests, see `pending_tables`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn lock_key(
         &self,
         me: u64,
@@ -497,11 +594,12 @@ impl LockManager {
         mode: LockMode,
         timeout: Duration,
         cancel: &AtomicBool,
+        fresh: bool,
     ) -> Result<LockKey> {
         let sh = self.shard(k);
         let mut map = sh.map.lock();
         // Checked under the shard mutex: an escalation holds them all.
-        let table_blocked = !self.table_blockers(me, cf, mode).is_empty();
+        let table_blocked = !self.table_blockers(me, cf, mode, fresh).is_empty();
         // Fast path: free key (one probe, one allocation) or no conflict.
         let key = match map.entry(Arc::from(k)) {
             MapEntry::Vacant(v) if table_blocked => v.key().clone(),
@@ -538,7 +636,7 @@ impl LockManager {
                     waiters: 0,
                 });
                 let mut blockers = e.blockers(me, mode);
-                for t in self.table_blockers(me, cf, mode) {
+                for t in self.table_blockers(me, cf, mode, fresh) {
                     if !blockers.contains(&t) {
                         blockers.push(t);
                     }
@@ -801,7 +899,7 @@ impl LockManager {
             |_| {},
             |g| {
                 // Another transaction's exclusive table lock covers the range.
-                let mut blockers = self.table_blockers(me, cf, LockMode::Shared);
+                let mut blockers = self.table_blockers(me, cf, LockMode::Shared, false);
                 for (owner, ws) in g.writers.get(&cf).into_iter().flatten() {
                     if *owner == me || blockers.contains(owner) {
                         continue;

@@ -907,10 +907,19 @@ impl Txn {
                 return Ok(());
             }
         }
-        let k =
-            self.db
-                .locks()
-                .lock_key(self.id, cfid, &self.lock_buf, mode, timeout, &self.cancel)?;
+        let fresh = !self
+            .cf_locks
+            .get(&cfid)
+            .is_some_and(|c| c.count > 0 || c.table.is_some());
+        let k = self.db.locks().lock_key(
+            self.id,
+            cfid,
+            &self.lock_buf,
+            mode,
+            timeout,
+            &self.cancel,
+            fresh,
+        )?;
         let at = self.db.visible_seq() & !LOCK_X;
         let v = match mode {
             LockMode::Exclusive => at | LOCK_X,
@@ -980,26 +989,19 @@ impl Txn {
     /// Takes a table lock in `mode` on every family of `cfs` (held until the
     /// transaction ends; see lock.rs), all at once: waits up to `timeout`
     /// while other transactions hold conflicting row or table locks on any of
-    /// them (`Error::LockTimeout` after it, `Error::Cancelled` if cancelled).
-    /// Holding none of them while it waits, it closes no deadlock. A DDL
-    /// statement uses it to wait for the transactions that locked keys of
-    /// families it is about to replace.
+    /// them (`Error::LockTimeout` after it, `Error::Cancelled` if cancelled);
+    /// meanwhile transactions that hold no lock in those families wait behind
+    /// it, so new ones cannot starve it. Holding none of them while it waits,
+    /// it closes no deadlock. A DDL statement uses it to wait for the
+    /// transactions that locked keys of families it is about to replace.
     pub fn lock_tables(&mut self, cfs: &[Cf], mode: LockMode, timeout: Duration) -> Result<()> {
         for cf in cfs {
             self.check(cf)?;
         }
         let ids: Vec<u64> = cfs.iter().map(Cf::id).collect();
-        let deadline = std::time::Instant::now().checked_add(timeout);
-        while !self.db.locks().try_table_locks(self.id, &ids, mode) {
-            if self.cancel.swap(false, Ordering::SeqCst) {
-                return Err(Error::Cancelled);
-            }
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                crate::metrics::LOCK_WAIT_TIMEOUTS.inc();
-                return Err(Error::LockTimeout);
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        self.db
+            .locks()
+            .wait_table_locks(self.id, &ids, mode, timeout, &self.cancel)?;
         let at = self.db.visible_seq() & !LOCK_X;
         for &cf in &ids {
             let c = self.cf_locks.entry(cf).or_default();
