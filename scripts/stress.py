@@ -11,9 +11,14 @@ each engine runs, from --threads client threads for --seconds:
   - unique inserts: INSERT a random code from a small range into a UNIQUE column,
     sometimes inside a transaction held open a moment, so duplicates race;
   - readers: a consistent-snapshot transaction summing the balances twice; both
-    sums must equal the total.
-At the end it checks the invariants (total balance, no duplicate codes, CHECK
-TABLE) and prints commits, deadlocks, lock wait timeouts, duplicate-key errors and
+    sums must equal the total;
+  - foreign keys: a child row inserted for a random parent in a transaction held
+    open a moment, or a random parent deleted (refused while referenced) and
+    inserted again, while one more thread rebuilds the parent table online
+    (ALTER TABLE parents FORCE, ALGORITHM=INPLACE, LOCK=NONE) over and over: no
+    child may ever lack its parent.
+At the end it checks the invariants (total balance, no duplicate codes, no orphan
+child, CHECK TABLE) and prints commits, deadlocks, lock wait timeouts, duplicate-key errors and
 throughput per engine. Exit status 1 if any invariant broke or an unexpected error
 occurred. Deadlocks, timeouts and duplicates are expected outcomes, counted.
 """
@@ -29,7 +34,8 @@ from mariadb_client import Conn, Server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ER_DUP_ENTRY, ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK = 1062, 1205, 1213
-ACCOUNTS, START_BALANCE, CODES = 50, 1000, 400
+ER_ROW_IS_REFERENCED_2, ER_NO_REFERENCED_ROW_2 = 1451, 1452
+ACCOUNTS, START_BALANCE, CODES, PARENTS = 50, 1000, 400, 100
 
 
 class Stats:
@@ -61,7 +67,7 @@ def worker(sock, db, seed, deadline, stats):
     q(conn, "SET SESSION tidesdb_lock_wait_timeout = 2", stats)
     while time.time() < deadline:
         kind = rng.random()
-        if kind < 0.6:
+        if kind < 0.5:
             a, b = rng.sample(range(1, ACCOUNTS + 1), 2)
             amount = rng.randint(1, 50)
             ok = True
@@ -79,7 +85,7 @@ def worker(sock, db, seed, deadline, stats):
                     break
             if ok:
                 stats.add("transfer")
-        elif kind < 0.9:
+        elif kind < 0.7:
             code = rng.randint(1, CODES)
             hold = rng.random() < 0.3
             if hold:
@@ -95,6 +101,24 @@ def worker(sock, db, seed, deadline, stats):
                 stats.add("deadlock" if r.err == ER_LOCK_DEADLOCK else "lock_timeout")
             else:
                 stats.add("insert")
+        elif kind < 0.9:
+            parent = rng.randint(1, PARENTS)
+            if rng.random() < 0.7:
+                q(conn, "BEGIN", stats)
+                r = q(conn, "INSERT INTO children (p) VALUES (%d)" % parent, stats,
+                      (ER_NO_REFERENCED_ROW_2, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT))
+                time.sleep(0.002)
+                q(conn, "ROLLBACK" if r.err else "COMMIT", stats)
+                what = "child" if not r.err else "no_parent" if r.err == ER_NO_REFERENCED_ROW_2 else None
+            else:
+                r = q(conn, "DELETE FROM parents WHERE id = %d" % parent, stats,
+                      (ER_ROW_IS_REFERENCED_2, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT))
+                what = "parent_delete" if not r.err else "referenced" if r.err == ER_ROW_IS_REFERENCED_2 else None
+                q(conn, "INSERT IGNORE INTO parents VALUES (%d)" % parent, stats,
+                  (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT))
+            if what is None:
+                what = "deadlock" if r.err == ER_LOCK_DEADLOCK else "lock_timeout"
+            stats.add(what)
         else:
             q(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT", stats)
             sums = []
@@ -109,6 +133,18 @@ def worker(sock, db, seed, deadline, stats):
     conn.close()
 
 
+def rebuilder(sock, db, deadline, stats):
+    """Rebuilds the parent table online until the deadline."""
+    conn = Conn(sock, db)
+    q(conn, "SET SESSION innodb_lock_wait_timeout = 5", stats)
+    q(conn, "SET SESSION tidesdb_lock_wait_timeout = 5", stats)
+    while time.time() < deadline:
+        r = q(conn, "ALTER TABLE parents FORCE, ALGORITHM=INPLACE, LOCK=NONE", stats,
+              (ER_LOCK_WAIT_TIMEOUT,))
+        stats.add("rebuild" if not r.err else "rebuild_timeout")
+    conn.close()
+
+
 def run_engine(server, engine, threads, seconds, seed):
     db = "stress_" + engine.lower()
     admin = Conn(server.sock)
@@ -117,11 +153,16 @@ def run_engine(server, engine, threads, seconds, seed):
                 "CREATE TABLE accounts (id INT PRIMARY KEY, balance INT NOT NULL) ENGINE=%s" % engine,
                 "CREATE TABLE codes (id INT AUTO_INCREMENT PRIMARY KEY, code INT NOT NULL, "
                 "UNIQUE KEY (code)) ENGINE=%s" % engine,
-                "INSERT INTO accounts SELECT seq, %d FROM seq_1_to_%d" % (START_BALANCE, ACCOUNTS)):
+                "INSERT INTO accounts SELECT seq, %d FROM seq_1_to_%d" % (START_BALANCE, ACCOUNTS),
+                "CREATE TABLE parents (id INT PRIMARY KEY) ENGINE=%s" % engine,
+                "CREATE TABLE children (id INT AUTO_INCREMENT PRIMARY KEY, p INT NOT NULL, KEY (p), "
+                "FOREIGN KEY (p) REFERENCES parents (id)) ENGINE=%s" % engine,
+                "INSERT INTO parents SELECT seq FROM seq_1_to_%d" % PARENTS):
         q(admin, sql, stats)
     deadline = time.time() + seconds
     ts = [threading.Thread(target=worker, args=(server.sock, db, seed * 1000 + i, deadline, stats))
           for i in range(threads)]
+    ts.append(threading.Thread(target=rebuilder, args=(server.sock, db, deadline, stats)))
     started = time.time()
     for t in ts:
         t.start()
@@ -134,7 +175,11 @@ def run_engine(server, engine, threads, seconds, seed):
     dups = q(admin, "SELECT COUNT(*) - COUNT(DISTINCT code) FROM codes", stats).rows[0][0]
     if int(dups) != 0:
         stats.problem("%s duplicate codes were accepted" % dups)
-    for table in ("accounts", "codes"):
+    orphans = q(admin, "SELECT COUNT(*) FROM children c LEFT JOIN parents p ON c.p = p.id "
+                "WHERE p.id IS NULL", stats).rows[0][0]
+    if int(orphans) != 0:
+        stats.problem("%s child rows lack their parent" % orphans)
+    for table in ("accounts", "codes", "parents", "children"):
         r = q(admin, "CHECK TABLE %s" % table, stats)
         status = [row[3].decode() for row in (r.rows or []) if row[2] == b"status"]
         if status != ["OK"]:
@@ -156,16 +201,17 @@ def main():
     server.start()
     failed = False
     try:
-        print("%-8s %8s %9s %9s %8s %9s %8s %10s %8s" % (
-            "engine", "threads", "transfer", "insert", "dup", "deadlock", "timeout", "snapshots", "txn/s"))
+        print("%-8s %8s %9s %9s %8s %9s %8s %10s %8s %8s %8s" % (
+            "engine", "threads", "transfer", "insert", "dup", "deadlock", "timeout", "snapshots",
+            "children", "rebuilds", "txn/s"))
         for engine in args.engines.split(","):
             stats, elapsed = run_engine(server, engine, args.threads, args.seconds, args.seed)
             c = stats.counts
             done = c.get("transfer", 0) + c.get("insert", 0)
-            print("%-8s %8d %9d %9d %8d %9d %8d %10d %8.0f" % (
+            print("%-8s %8d %9d %9d %8d %9d %8d %10d %8d %8d %8.0f" % (
                 engine, args.threads, c.get("transfer", 0), c.get("insert", 0), c.get("duplicate", 0),
                 c.get("deadlock", 0), c.get("lock_timeout", 0), c.get("snapshot_read", 0),
-                done / elapsed))
+                c.get("child", 0), c.get("rebuild", 0), done / elapsed))
             for p in stats.problems[:20]:
                 print("  PROBLEM (%s): %s" % (engine, p))
             failed |= bool(stats.problems)
