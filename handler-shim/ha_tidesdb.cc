@@ -267,7 +267,9 @@ int ha_tidesdb::truncate() {
   /* The engine dropped the saved statistics with the rows, as InnoDB's
      TRUNCATE (a new table) starts without any. */
   if (m_share) m_share->forget_statistics();
-  return 0;
+  /* The FULLTEXT indexes' settings went with their entries: recorded again from
+     the session, as InnoDB's TRUNCATE builds a new table's indexes. */
+  return ft_fix_index_settings(ha_thd(), m_name.c_str(), table);
 }
 
 void ha_tidesdb::update_create_info(HA_CREATE_INFO *info) {

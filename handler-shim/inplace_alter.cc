@@ -42,7 +42,8 @@
     on a table with column definition versions (every table created since they
     exist; ffi/src/columns.rs) ADD COLUMN anywhere, DROP COLUMN, moving columns,
     NOT NULL -> NULL of a column outside any key, the first VARCHAR / BLOB of a
-    table of fixed-size columns. The prepare derives the next version (each new
+    table of fixed-size columns. ADD / DROP / moving a VIRTUAL column (VIRTUAL_COLUMNS)
+    changes no version at all: rows hold only stored columns. The prepare derives the next version (each new
     stored column an old one, by position, or new: tdb_index_build_set_columns)
     and the commit installs it with the index list; a row is read through the
     version it was written with (row_codec.h, version 3) until it is next
@@ -159,8 +160,10 @@ public:
   /* The handler that prepared this context: in a partitioned table, the
      partition's (the first partition's commit switches them all). */
   ha_tidesdb *owner = nullptr;
-  /* A new column definition version (instant ADD / DROP / reorder / NULL): the
-     new definition's layout, which the build decodes rows through. */
+  /* The new definition's layout, which the build decodes rows through: a new
+     column definition version (instant ADD / DROP / reorder / NULL), or the same
+     version with the stored fields at other field indexes (a virtual column added,
+     dropped or moved before them). */
   bool columns_changed = false;
   Row_layout new_layout;
   /* Removes the published indexes: row changes stop maintaining them. */
@@ -243,6 +246,17 @@ static const char *instant_add_refusal(TABLE *from, TABLE *to) {
 static const alter_table_operations INSTANT_COLUMNS =
     ALTER_ADD_STORED_BASE_COLUMN | ALTER_DROP_STORED_COLUMN | ALTER_STORED_COLUMN_ORDER |
     ALTER_COLUMN_NULLABLE;
+
+/* A virtual column is computed from the row on every read and never stored
+   (row_codec.h), and a row with column definition versions holds its stored
+   columns only, mapped by id (Row_layout::load numbers the stored fields alone):
+   adding, dropping or moving one changes no stored byte and no version, so it is
+   instant for such a table. Not for an older table: its rows copy the record's NULL
+   bytes, in which a virtual column has a NULL bit of its own. An index on an added
+   virtual column needs its values computed for every row: the index check below
+   leaves that to a rebuild. */
+static const alter_table_operations VIRTUAL_COLUMNS =
+    ALTER_ADD_VIRTUAL_COLUMN | ALTER_DROP_VIRTUAL_COLUMN | ALTER_VIRTUAL_COLUMN_ORDER;
 
 /* The Create_field of each field of the new definition (the server lists them in
    the new column order; cf->field is the old table's field, or null if new). */
@@ -343,7 +357,10 @@ static const char *online_refusal(TABLE *from, TABLE *to, Alter_inplace_info *in
   alter_table_operations flags = info->handler_flags;
   if (flags & ALTER_ADD_UNIQUE_INDEX)
     return "TidesDB blocks writes while it builds a UNIQUE index (reads go on)";
-  if ((flags & (ADD_COLUMN_LAST | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE | ALTER_ADD_FOREIGN_KEY)) ||
+  /* (A virtual column added, dropped or moved changes the field numbers the key
+     parts name.) */
+  if ((flags & (ADD_COLUMN_LAST | ALTER_COLUMN_TYPE_CHANGE_BY_ENGINE | ALTER_ADD_FOREIGN_KEY |
+                VIRTUAL_COLUMNS)) ||
       from->s->fields != to->s->fields || from->s->reclength != to->s->reclength ||
       from->s->null_bytes != to->s->null_bytes)
     return "TidesDB blocks writes while it builds an index in an ALTER TABLE that also "
@@ -380,7 +397,8 @@ enum_alter_inplace_result ha_tidesdb::check_if_supported_inplace_alter(
   if (engine_options_differ(table->s, altered_table->s)) return r;
   if (const char *why = Online_rebuild::refusal(this, table, altered_table, ha_alter_info)) {
     /* In place refused the kind of change (not a detail of it): say what the
-       rebuild refused. */
+       rebuild refused. (A virtual column comes with a UNIQUE key of a BLOB, the
+       server's hash: its refusal is the rebuild's.) */
     alter_table_operations in_place = METADATA_ONLY | ADD_INDEX | ALTER_CHANGE_CREATE_OPTION |
                                       FOREIGN_KEYS |
                                       (m_layout.versioned() ? INSTANT_COLUMNS : ADD_COLUMN_LAST);
@@ -406,7 +424,7 @@ enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,
                                                        Alter_inplace_info *ha_alter_info) {
   alter_table_operations flags = ha_alter_info->handler_flags;
   bool versioned = m_layout.versioned();
-  alter_table_operations columns = versioned ? INSTANT_COLUMNS : ADD_COLUMN_LAST;
+  alter_table_operations columns = versioned ? INSTANT_COLUMNS | VIRTUAL_COLUMNS : ADD_COLUMN_LAST;
   if (flags & ~(METADATA_ONLY | ADD_INDEX | columns | ALTER_CHANGE_CREATE_OPTION | FOREIGN_KEYS)) {
     ha_alter_info->unsupported_reason =
         versioned ? "TidesDB changes in place only indexes (not primary keys), metadata and "
@@ -492,9 +510,12 @@ enum_alter_inplace_result ha_tidesdb::in_place_support(TABLE *altered_table,
     return HA_ALTER_INPLACE_NOT_SUPPORTED;
   }
   for (uint i = 0; i < ha_alter_info->index_add_count; i++) {
-    const KEY *key = &ha_alter_info->key_info_buffer[ha_alter_info->index_add_buffer[i]];
+    uint k = ha_alter_info->index_add_buffer[i];
+    const KEY *key = &ha_alter_info->key_info_buffer[k];
+    /* The build decodes stored columns only: a virtual one's values are computed by
+       a rebuild. (The key_info_buffer's parts name no Field: the new table's do.) */
     if (tidesdb_compat::key_is_fulltext(key) || tidesdb_compat::key_is_spatial(key) || key->algorithm == HA_KEY_ALG_LONG_HASH ||
-        key_has_virtual_part(key)) {
+        key_has_virtual_part(&altered_table->key_info[k])) {
       ha_alter_info->unsupported_reason =
           "TidesDB builds in place only ordinary indexes on stored columns";
       return HA_ALTER_INPLACE_NOT_SUPPORTED;
@@ -608,6 +629,12 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
       return true;
     }
     ctx->new_layout.derive(m_layout, altered_table, version, ids);
+    ctx->columns_changed = true;
+  } else if (m_layout.versioned() && (ha_alter_info->handler_flags & VIRTUAL_COLUMNS)) {
+    std::vector<uint32_t> ids;
+    for (Field **fp = table->field; *fp; fp++)
+      if ((*fp)->stored_in_db()) ids.push_back(m_layout.column_no(*fp));
+    ctx->new_layout.derive(m_layout, altered_table, m_layout.version(), ids);
     ctx->columns_changed = true;
   }
   /* Online: publish the new indexes now, while the server holds the exclusive

@@ -348,9 +348,13 @@ void Online_rebuild::derive(TABLE *to, const std::string &old_pk, Derived *out) 
   }
 }
 
-bool Online_rebuild::put(ha_tidesdb *h, TABLE *to, const Derived &d) {
+bool Online_rebuild::put(ha_tidesdb *h, TABLE *to, const Derived &d, uint *dup_key) {
   int st = tdb_rebuild_put(m_build, 0, (const uint8_t *)d.pk.data(), d.pk.size(),
                            (const uint8_t *)d.row.data(), d.row.size(), m_pk_changed);
+  if (st == TDB_DUPLICATE && dup_key) {
+    *dup_key = to->s->primary_key;
+    return false;
+  }
   if (st == TDB_DUPLICATE) {
     /* to->record[0] holds the row: the message names its value, as InnoDB's. */
     print_keydup_error(to, &to->key_info[to->s->primary_key], MYF(0));
@@ -363,7 +367,10 @@ bool Online_rebuild::put(ha_tidesdb *h, TABLE *to, const Derived &d) {
                          d.keys[k].size(), (const uint8_t *)d.values[k].data(),
                          d.values[k].size(), d.unique[k]);
     if (st == TDB_DUPLICATE) {
-      print_keydup_error(to, &to->key_info[k], MYF(0));
+      if (dup_key)
+        *dup_key = k;
+      else
+        print_keydup_error(to, &to->key_info[k], MYF(0));
       return false;
     }
     if (st) return !engine_error(h, st);
@@ -420,6 +427,13 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
   ha_rows done = 0, total = h->stats.records;
   bool failed = false;
   Build_pacer pacer(thd);
+  /* As InnoDB's rebuild, which finds duplicates when it sorts the new keys after
+     converting every row: a row that does not convert (a NULL for a column made
+     NOT NULL, a value out of range) is the error even where a duplicate comes
+     before it. So the first duplicate is reported once every row converted; the
+     rows after it are converted only. */
+  uint dup_key = MAX_KEY;
+  std::string dup_pk;
   thd_progress_init(thd, 1);
   failed = !with_copy_rules(thd, [&]() {
     for (st = tdb_cursor_seek(c, TDB_SEEK_FIRST, nullptr, 0); st == TDB_OK;
@@ -434,8 +448,13 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
       pk.assign((const char *)k, klen);
       row.assign((const char *)v, vlen);
       if (!convert(h, from, to, m_snapshot, pk, row, true)) return false;
-      derive(to, pk, &d);
-      if (!put(h, to, d)) return false;
+      if (dup_key == MAX_KEY) {
+        derive(to, pk, &d);
+        if (!put(h, to, d, &dup_key)) {
+          if (dup_key == MAX_KEY) return false;
+          dup_pk = pk;
+        }
+      }
       thd->get_stmt_da()->inc_current_row_for_warning();
       if (++done % REBUILD_PROGRESS_ROWS == 0)
         thd_progress_report(thd, done, total > done ? total : done);
@@ -446,7 +465,36 @@ bool Online_rebuild::build(ha_tidesdb *h, TABLE *from, TABLE *to) {
   tdb_cursor_close(c);
   if (failed) return true;
   if (st != TDB_END) return engine_error(h, st);
+  if (dup_key != MAX_KEY) return duplicate_error(h, from, to, dup_pk, dup_key);
   return false;
+}
+
+bool Online_rebuild::duplicate_error(ha_tidesdb *h, TABLE *from, TABLE *to,
+                                     const std::string &pk, uint key) {
+  tdb_cursor *c = nullptr;
+  int st = tdb_cursor_open(m_snapshot, h->m_tbl, 0, &c);
+  if (!st) st = tdb_cursor_seek(c, TDB_SEEK_GE, (const uint8_t *)pk.data(), pk.size());
+  const uint8_t *k = nullptr, *v = nullptr;
+  size_t klen = 0, vlen = 0;
+  if (!st) st = tdb_cursor_entry(c, &k, &klen, &v, &vlen);
+  if (!st && (klen != pk.size() || memcmp(k, pk.data(), klen))) st = TDB_NOT_FOUND;
+  std::string row;
+  if (!st) row.assign((const char *)v, vlen);
+  if (c) tdb_cursor_close(c);
+  if (st) return engine_error(h, st);
+  /* The row converted once already: its warnings are not given twice. */
+  THD *thd = h->ha_thd();
+  Dummy_error_handler quiet;
+  thd->push_internal_handler(&quiet);
+  bool converted = convert(h, from, to, m_snapshot, pk, row, false);
+  thd->pop_internal_handler();
+  if (!converted) {
+    my_error(ER_INTERNAL_ERROR, MYF(0), "TidesDB: a row converted differently the second time");
+    return true;
+  }
+  /* to->record[0] holds the row: the message names its value, as InnoDB's. */
+  print_keydup_error(to, &to->key_info[key], MYF(0));
+  return true;
 }
 
 bool Online_rebuild::finish(ha_tidesdb *h, TABLE *from, TABLE *to) {

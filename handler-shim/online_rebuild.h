@@ -76,9 +76,13 @@ private:
                const std::string &row, bool to_put);
   /* The new table's row and entries of to->record[0]. */
   void derive(TABLE *to, const std::string &old_pk, Derived *out);
-  /* Writes / deletes what derive gave; false with the error given. */
-  bool put(ha_tidesdb *h, TABLE *to, const Derived &d);
+  /* Writes / deletes what derive gave; false with the error given. A duplicate
+     in a unique key: with dup_key, false with its key number there and no error
+     given. */
+  bool put(ha_tidesdb *h, TABLE *to, const Derived &d, uint *dup_key = nullptr);
   bool remove(ha_tidesdb *h, TABLE *to, const Derived &d);
+  /* Gives the duplicate error of unique key `key` for the snapshot's row `pk`. */
+  bool duplicate_error(ha_tidesdb *h, TABLE *from, TABLE *to, const std::string &pk, uint key);
   bool engine_error(ha_tidesdb *h, int st);
   /* Replays the log into the new table (finish without the switch). */
   bool replay(ha_tidesdb *h, TABLE *from, TABLE *to);

@@ -395,6 +395,9 @@ class Gen:
         self.in_trx = False
         self.savepoints = 0
         self.colseq = 100
+        # What the last statement changes in the model once both engines succeed
+        # (a change of the primary key that fails must leave the model as it was).
+        self.on_success = None
 
     def pred(self, t, c=None):
         rng = self.rng
@@ -594,6 +597,10 @@ class Gen:
             # a rebuild of every row: online on both engines where each can
             # (TidesDB: tables without generated columns, FKs, FULLTEXT/SPATIAL)
             return "ALTER TABLE `%s` FORCE" % t.name
+        if x < 0.16:
+            s = self.alter_pk(t)
+            if s:
+                return s
         if x < 0.3:
             self.colseq += 1
             c = gen_col(rng, "c%d" % self.colseq, allow_big=False)
@@ -617,6 +624,45 @@ class Gen:
         ix = rng.choice(t.indexes)
         t.indexes.remove(ix)
         return "ALTER TABLE `%s` DROP INDEX `%s`" % (t.name, ix.name)
+
+    def alter_pk(self, t):
+        """ADD PRIMARY KEY, DROP PRIMARY KEY, or both (a change of the key's columns),
+        half of them ALGORITHM=INPLACE, LOCK=NONE where InnoDB rebuilds online (not
+        with a FULLTEXT key), a DROP alone sometimes ALGORITHM=INPLACE. Columns of the
+        new key become NOT NULL; rows with a NULL or a duplicate there fail the ALTER,
+        on both engines alike."""
+        rng = self.rng
+        cand = [c for c in t.cols if not c.autoinc]
+        if not cand:
+            return None
+        autoinc_pk = any(c.autoinc for c, _, _ in (t.pk or []))
+        x = rng.random()
+        if t.pk and (x < 0.2 or autoinc_pk and x < 0.3):
+            # AUTO_INCREMENT needs a key: both refuse (ER_WRONG_AUTO_KEY) when it is the PK's
+            clauses, new_pk = ["DROP PRIMARY KEY"], None
+        else:
+            k = rng.randint(1, min(2, len(cand)))
+            new_pk = [key_part(rng, c) for c in rng.sample(cand, k)]
+            if rng.random() < 0.6:
+                new_pk = [(c, pl if c.is_textlike() and not c.indexable_whole() else None, d)
+                          for c, pl, d in new_pk]
+            ddl = "PRIMARY KEY (%s)" % ", ".join(
+                "`%s`%s%s" % (c.name, "(%d)" % pl if pl else "", " DESC" if d else "") for c, pl, d in new_pk)
+            clauses = (["DROP PRIMARY KEY"] if t.pk else []) + ["ADD " + ddl]
+        if t.fulltext:
+            pass  # TidesDB copies it, InnoDB rebuilds in place with LOCK=SHARED (README, in-place ALTER)
+        elif new_pk and rng.random() < 0.5:
+            clauses.append("ALGORITHM=INPLACE, LOCK=NONE")
+        elif not new_pk and rng.random() < 0.3:
+            # in place when a UNIQUE NOT NULL key becomes the primary key, refused otherwise
+            clauses.append("ALGORITHM=INPLACE")
+
+        def apply():
+            t.pk = new_pk
+            for c, _, _ in new_pk or []:
+                c.nullable = False
+        self.on_success = apply
+        return "ALTER TABLE `%s` %s" % (t.name, ", ".join(clauses))
 
     def select(self, t):
         rng = self.rng
@@ -687,6 +733,7 @@ class Runner:
         self.divergences = []
         self.tables = []  # names
         self.known = []
+        self.last = None  # (TidesDB's, InnoDB's) result of the last statement run
         self.ft_stopwords = 1  # FULLTEXT indexes built with stopwords (session_init)
 
     def connect(self):
@@ -707,14 +754,20 @@ class Runner:
         self.ct.query("SET default_storage_engine=TidesDB")
         self.ci.query("SET default_storage_engine=InnoDB")
 
+    def stopword_stmt(self):
+        """The session's stopword setting as a statement of the stream: run from the
+        start (not only after the first restart) and kept in repro files, since an
+        index built with one setting and rebuilt with another by InnoDB but not by
+        TidesDB's instant ALTER answers differently (README, FULLTEXT differences)."""
+        return ("SET SESSION innodb_ft_enable_stopword = %d, tidesdb_ft_enable_stopword = %d"
+                % (self.ft_stopwords, self.ft_stopwords))
+
     def session_init(self):
         self.ct.query("SET default_storage_engine=TidesDB")
         self.ci.query("SET default_storage_engine=InnoDB")
         # FULLTEXT indexes built with or without stopwords, the same on both sides.
-        stop = self.ft_stopwords
         for c in (self.ct, self.ci):
-            c.query("SET SESSION innodb_ft_enable_stopword = %d, tidesdb_ft_enable_stopword = %d"
-                    % (stop, stop))
+            c.query(self.stopword_stmt())
 
     def run_both(self, sql):
         try:
@@ -741,7 +794,10 @@ class Runner:
         if sql == "-- @kill9":
             self.restart(True)
             return
+        if sql.startswith("SET SESSION innodb_ft_enable_stopword = "):
+            self.ft_stopwords = int(sql.split("=")[1].split(",")[0])  # again after a restart
         rt, ri = self.run_both(sql)
+        self.last = (rt, ri)
         if sql.startswith("ALTER TABLE") and rt.err == 4025 and ri.err is None:
             # documented: an ALTER that InnoDB does in place is a copy on TidesDB, and the
             # server's copy re-checks CHECK constraints (a JSON column's json_valid): rows
@@ -871,6 +927,7 @@ def run_seed(args, server, seed):
     runner = Runner(server)
     runner.ft_stopwords = seed % 2  # odd seeds: FULLTEXT with stopwords
     runner.setup_dbs()
+    runner.exec(runner.stopword_stmt())
     t0 = time.time()
     try:
         tables = create_schema(runner, rng, rng.randint(2, 4))
@@ -879,8 +936,12 @@ def run_seed(args, server, seed):
             print("  " + short(t.ddl(), 600))
         gen = Gen(rng, tables)
         for step in range(1, args.steps + 1):
+            gen.on_success = None
             sql = gen.stmt()
+            runner.last = None
             runner.exec(sql)
+            if gen.on_success and runner.last and runner.last[1].err is None:
+                gen.on_success()
             if sql in ("COMMIT",) or (not gen.in_trx and args.kill_every and step % args.kill_every == 0):
                 pass
             if args.kill_every and step % args.kill_every == 0:
