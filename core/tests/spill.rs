@@ -62,6 +62,35 @@ fn check_reads(t: &mut Txn, cf: &Cf, model: &Model, rng: &mut StdRng) {
             if let Some((wk, _)) = w {
                 assert_eq!(it.key(), wk.as_slice());
             }
+            // Direction changes: a few steps back from a forward seek, then
+            // forward again past where it started.
+            it.seek(&k);
+            if !it.valid() {
+                continue;
+            }
+            let mut want: Vec<&Vec<u8>> = model
+                .range(..k.clone())
+                .rev()
+                .take(3)
+                .map(|(k, _)| k)
+                .collect();
+            for w in &want {
+                it.prev();
+                assert!(it.valid());
+                assert_eq!(it.key(), w.as_slice(), "prev after seek");
+            }
+            want.reverse();
+            let ahead: Vec<&Vec<u8>> = model
+                .range(want.first().map_or(k.clone(), |w| (*w).clone())..)
+                .skip(1)
+                .take(6)
+                .map(|(k, _)| k)
+                .collect();
+            for w in ahead {
+                it.next();
+                assert!(it.valid());
+                assert_eq!(it.key(), w.as_slice(), "next after prev");
+            }
         }
     }
 }
