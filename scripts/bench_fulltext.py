@@ -186,6 +186,9 @@ def run(B, srv, P, out):
             e["index_build_s"] = time.perf_counter() - t0
             B.rec("fulltext", eng, "add_fulltext_index", "seconds", e["index_build_s"], "s")
             B.log("fts %s: load %.0f docs/s, ADD FULLTEXT %.2f s" % (B.LABEL[eng], e["load_docs_s"], e["index_build_s"]))
+            if P.get("fts_build_only"):
+                B.q(c, "DROP TABLE %s" % t)
+                continue
             e["queries"] = {}
             for (qt, dist), stmts in plans.items():
                 stmts = [s.replace("{T}", t) for s in stmts]

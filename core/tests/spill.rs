@@ -612,3 +612,57 @@ fn spilled_prepare_crash_commit_rollback() {
     db.compact_range(&db.cf("t").unwrap(), None, None).unwrap();
     check_spilled_committed(&db, &db.cf("t").unwrap(), "three");
 }
+
+/// A spilled write set with more than a million entries in one column family is
+/// committed as two key ranges whose tables are written side by side: random keys
+/// overwritten and deleted, two families, the committed data against a model
+/// (before and after a reopen).
+#[test]
+fn large_spilled_commit_in_key_ranges() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.create_cf("a", CfOptions::default()).unwrap();
+    let b = db.create_cf("b", CfOptions::default()).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    // Committed base data, some of which the large transaction deletes.
+    let mut model = Model::new();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in (0..700_000u32).step_by(7) {
+        let k = format!("{:08x}", i.wrapping_mul(2_654_435_761)).into_bytes();
+        t.put(&a, &k, b"base").unwrap();
+        model.insert(k, b"base".to_vec());
+    }
+    t.commit().unwrap();
+    db.set_spill_threshold(8 << 20);
+    let mut t = db.begin(Isolation::RepeatableRead);
+    let mut model_b = Model::new();
+    for n in 0..1_300_000u32 {
+        let i = rng.gen_range(0..700_000u32);
+        let k = format!("{:08x}", i.wrapping_mul(2_654_435_761)).into_bytes();
+        if n % 11 == 0 {
+            t.delete(&a, &k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = n.to_le_bytes();
+            t.put(&a, &k, &v).unwrap();
+            model.insert(k.clone(), v.to_vec());
+        }
+        if n % 5 == 0 {
+            t.put(&b, &k, b"b").unwrap();
+            model_b.insert(k, b"b".to_vec());
+        }
+    }
+    assert!(t.is_spilled());
+    t.commit().unwrap();
+    assert!(committed(&db, &a) == model);
+    assert!(committed(&db, &b) == model_b);
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.cf("a").unwrap();
+    assert!(committed(&db, &a) == model);
+    let mut r = db.begin(Isolation::RepeatableRead);
+    for (k, v) in model.iter().step_by(997) {
+        assert_eq!(r.get(&a, k).unwrap().as_ref(), Some(v));
+    }
+}

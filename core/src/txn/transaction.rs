@@ -161,6 +161,23 @@ fn ws_sources(view: &WsView, op: u64) -> Vec<Source> {
     v
 }
 
+/// A spilled write set's column family whose runs hold more entries than this is
+/// committed as two key ranges (see [`split_key`]).
+const SPLIT_MIN_ENTRIES: u64 = 1 << 20;
+
+/// A user key near the middle of a spilled write set's keys (the middle of its
+/// largest run, from the run's index alone), when its runs hold at least
+/// [`SPLIT_MIN_ENTRIES`] entries.
+fn split_key(view: &WsView) -> Option<Vec<u8>> {
+    let total: u64 = view.runs.iter().map(|r| r.table.props.num_entries).sum();
+    if total < SPLIT_MIN_ENTRIES {
+        return None;
+    }
+    let big = view.runs.iter().max_by_key(|r| r.table.props.num_entries)?;
+    let (keys, _) = big.table.spread_keys(2);
+    keys.get(1).map(|k| k.to_vec())
+}
+
 /// Accounted bytes of one buffered write (skiplist entry + undo entry).
 fn write_charge(key: &[u8], value: &[u8]) -> usize {
     key.len() + value.len() + 64 + key.len() + 48
@@ -1114,8 +1131,20 @@ impl Txn {
         let mut parts = Vec::new();
         for w in self.ws.values() {
             let v = w.view.lock();
-            let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
-            parts.push((w.cf.clone(), m));
+            // A large family in two key ranges, whose tables are written side by
+            // side (`DbInner::write_spilled_tables`).
+            match split_key(&v) {
+                Some(mid) => {
+                    let lo = MergeIter::new(ws_sources(&v, op), None, Some(mid.clone()), None);
+                    let hi = MergeIter::new(ws_sources(&v, op), Some(mid), None, None);
+                    parts.push((w.cf.clone(), lo.keep_deletes()));
+                    parts.push((w.cf.clone(), hi.keep_deletes()));
+                }
+                None => {
+                    let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
+                    parts.push((w.cf.clone(), m));
+                }
+            }
         }
         let snap = self.snap.seq;
         let lv = self.lock_view();
