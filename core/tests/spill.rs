@@ -666,3 +666,35 @@ fn large_spilled_commit_in_key_ranges() {
         assert_eq!(r.get(&a, k).unwrap().as_ref(), Some(v));
     }
 }
+
+/// A conflict in any part of a spilled write set checked side by side (two column
+/// families) fails the commit and leaves nothing of it.
+#[test]
+fn spilled_commit_conflict_in_second_family() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.create_cf("a", CfOptions::default()).unwrap();
+    let b = db.create_cf("b", CfOptions::default()).unwrap();
+    db.set_spill_threshold(64 << 10);
+    for conflict_in_a in [false, true] {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..5_000 {
+            let k = format!("k{i:06}").into_bytes();
+            t.put(&a, &k, b"t").unwrap();
+            t.put(&b, &k, b"t").unwrap();
+        }
+        assert!(t.is_spilled());
+        let mut o = db.begin(Isolation::RepeatableRead);
+        o.put(if conflict_in_a { &a } else { &b }, b"k004321", b"other")
+            .unwrap();
+        o.commit().unwrap();
+        assert!(matches!(t.commit(), Err(Error::Conflict)));
+        let mut r = db.begin(Isolation::RepeatableRead);
+        assert_eq!(r.get(&a, b"k000001").unwrap(), None);
+        assert_eq!(r.get(&b, b"k000001").unwrap(), None);
+        let mut o = db.begin(Isolation::RepeatableRead);
+        o.delete(if conflict_in_a { &a } else { &b }, b"k004321")
+            .unwrap();
+        o.commit().unwrap();
+    }
+}

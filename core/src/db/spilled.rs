@@ -20,8 +20,16 @@ pub(super) struct SpilledTables {
     pub(super) vlogs: Vec<(u64, VlogOutFile)>,
 }
 
-/// Threads writing a spilled commit's tables at most.
+/// Threads checking or writing a spilled commit's parts at most.
 const MAX_WRITERS: usize = 2;
+
+/// Threads for `parts` parts: one per part, up to the cores and [`MAX_WRITERS`].
+fn writers(parts: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WRITERS)
+        .min(parts)
+}
 
 impl SpilledTables {
     /// Deletes them (the commit failed before its manifest edit).
@@ -99,7 +107,8 @@ impl DbInner {
         check: &CheckSeq<'_>,
     ) -> Result<()> {
         let prep = self.prepared.lock();
-        for (cf, it) in parts.iter_mut() {
+        let prep = &*prep;
+        let check_part = |cf: &CfInner, it: &mut crate::iter::MergeIter| -> Result<()> {
             if cf.dropped.load(Ordering::Acquire) {
                 return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
             }
@@ -114,9 +123,38 @@ impl DbInner {
                 }
                 it.next();
             }
-            it.status()?;
+            it.status()
+        };
+        let workers = writers(parts.len());
+        if workers <= 1 {
+            for (cf, it) in parts.iter_mut() {
+                check_part(cf, it)?;
+            }
+            return Ok(());
         }
-        Ok(())
+        // Parts checked side by side, as they are written (`write_spilled_tables`).
+        let queue = parking_lot::Mutex::new(parts.iter_mut());
+        let failed = parking_lot::Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    if failed.lock().is_some() {
+                        return;
+                    }
+                    let Some((cf, it)) = queue.lock().next() else {
+                        return;
+                    };
+                    if let Err(e) = check_part(cf, it) {
+                        failed.lock().get_or_insert(e);
+                        return;
+                    }
+                });
+            }
+        });
+        match failed.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Rotates and flushes the memtables of `cf` (write lock held), so none
@@ -142,10 +180,7 @@ impl DbInner {
         seq: u64,
         out: &mut SpilledTables,
     ) -> Result<()> {
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(MAX_WRITERS)
-            .min(parts.len());
+        let workers = writers(parts.len());
         if workers <= 1 {
             for (cf, it) in parts.iter_mut() {
                 self.write_spilled_part(cf, it, seq, out)?;

@@ -1148,9 +1148,13 @@ impl Txn {
         }
         let snap = self.snap.seq;
         let lv = self.lock_view();
-        let buf = std::cell::RefCell::new(Vec::new());
-        let check =
-            |cf: u64, key: &[u8]| -> u64 { check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap) };
+        // Called from the threads that check the parts (`DbInner::commit_spilled`).
+        thread_local! {
+            static CHECK_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let check = |cf: u64, key: &[u8]| -> u64 {
+            CHECK_BUF.with(|buf| check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap))
+        };
         self.db.commit_spilled(parts, Some(&check), Vec::new())
     }
 }
