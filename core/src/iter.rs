@@ -330,20 +330,17 @@ impl MergeIter {
     /// Forward: steps every source whose entry is at user key `k` (the
     /// smallest of all) past it.
     fn step_past(&mut self, k: &[u8]) {
-        if !self.heap_ok {
-            for s in &mut self.sources {
-                if s.cur().is_some_and(|c| c.user == k) {
-                    s.fwd_next();
-                }
-            }
-            return;
-        }
         // The sources at `k` come first in heap order: step the top while it is
         // at `k`, putting it back in its place (or out, when it has no entry).
-        while let Some(&top) = self.heap.first() {
-            let Some(s) = self.sources.get_mut(top) else {
-                self.heap_ok = false;
+        while self.heap_ok {
+            let Some(&top) = self.heap.first() else {
                 return;
+            };
+            let Some(s) = self.sources.get_mut(top) else {
+                // Not a source: the sources changed under the heap; step them
+                // all below, and the next positioning rebuilds it.
+                self.heap_ok = false;
+                break;
             };
             if !s.cur().is_some_and(|c| c.user == k) {
                 break;
@@ -353,6 +350,13 @@ impl MergeIter {
                 self.heap.swap_remove(0);
             }
             sift_down(&mut self.heap, &self.sources, 0);
+        }
+        if !self.heap_ok {
+            for s in &mut self.sources {
+                if s.cur().is_some_and(|c| c.user == k) {
+                    s.fwd_next();
+                }
+            }
         }
     }
 
