@@ -21,7 +21,7 @@ PLUGIN_OUT := target/plugin
 RUST_OUT := target/release
 endif
 
-.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera bench-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick bench-fts-large
+.PHONY: deb test-deb docker test-docker stress stress-crash test-stress-crash test-force-recovery test-11.8 test-shim-compat test-galera bench-galera all setup plugin server server-stop lint test test-rust test-mtr test-conformance test-diskfull test-backup clean bench-core bench-core-quick bench bench-quick bench-fts-large bench-fts-build
 
 all: plugin
 
@@ -194,6 +194,11 @@ bench: plugin
 # (kept in docs/bench/fulltext-large.json).
 bench-fts-large: plugin
 	$(BENCH_PYTHON) scripts/bench.py --profile fts-large --only fts --docs $(BENCH_ARGS)
+
+# Only the load and ADD FULLTEXT steps of bench-fts-large (no queries, docs untouched):
+# index build time against InnoDB in ~2 min (target/bench/fts-large-build).
+bench-fts-build: plugin
+	$(BENCH_PYTHON) scripts/bench.py --profile fts-large-build --only fts $(BENCH_ARGS)
 
 # A 3-node Galera cluster on this machine (ports 3440-3449, target/bench-galera):
 # sysbench write throughput of TidesDB vs InnoDB tables through the cluster, to

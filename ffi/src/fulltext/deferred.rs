@@ -30,6 +30,31 @@ use crate::status::{FfiError, FfiResult, Status};
 /// Buffered bytes (keys and values) that make the buffer be written out.
 pub const FLUSH_BYTES: usize = 4 << 20;
 
+/// Longest word kept inline in a [`ShortWord`].
+const SHORT_WORD: usize = 15;
+
+/// A word of up to [`SHORT_WORD`] bytes as a map key held in the map's slot:
+/// its bytes zero-padded, its length in the last byte. Most words are that
+/// short, and their lookups then compare no bytes outside the table.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct ShortWord(u64, u64);
+
+impl ShortWord {
+    fn of(word: &[u8]) -> Option<ShortWord> {
+        if word.len() > SHORT_WORD {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        b[..word.len()].copy_from_slice(word);
+        b[SHORT_WORD] = word.len() as u8;
+        let [l0, l1, l2, l3, l4, l5, l6, l7, h0, h1, h2, h3, h4, h5, h6, h7] = b;
+        Some(ShortWord(
+            u64::from_le_bytes([l0, l1, l2, l3, l4, l5, l6, l7]),
+            u64::from_le_bytes([h0, h1, h2, h3, h4, h5, h6, h7]),
+        ))
+    }
+}
+
 /// One buffered put: key = word ++ 0x00 ++ `arena[suffix..suffix + suffix_len]`,
 /// value = `arena[value..value + value_len]`, into family `family`.
 #[derive(Clone, Copy)]
@@ -56,9 +81,16 @@ pub struct DeferredPostings {
     entries: Vec<Entry>,
     /// Primary keys and values of the entries.
     arena: Vec<u8>,
-    /// Interned words: id -> (start in `word_bytes`, length); `word_ids` the reverse.
+    /// Interned words: id -> (start in `word_bytes`, length); `short_ids` and
+    /// `word_ids` the reverse, for words of up to [`SHORT_WORD`] bytes and longer.
     words: Vec<(usize, u32)>,
+    /// Per interned word, whether it is a stopword of each family's index, looked
+    /// up once per word and family rather than once per occurrence: bit `f` of
+    /// `.0` says bit `f` of `.1` is known (families 0-31; an index's settings do
+    /// not change while its postings are buffered, see above).
+    stop: Vec<(u32, u32)>,
     word_bytes: Vec<u8>,
+    short_ids: FxHashMap<ShortWord, u32>,
     word_ids: FxHashMap<Box<[u8]>, u32>,
     /// Keys and values the entries stand for (what a put-by-put buffer would hold).
     bytes: usize,
@@ -87,7 +119,12 @@ impl DeferredPostings {
     }
 
     fn intern(&mut self, word: &[u8]) -> FfiResult<u32> {
-        if let Some(&id) = self.word_ids.get(word) {
+        let short = ShortWord::of(word);
+        let found = match short {
+            Some(k) => self.short_ids.get(&k),
+            None => self.word_ids.get(word),
+        };
+        if let Some(&id) = found {
             return Ok(id);
         }
         let (id, len) = match (u32::try_from(self.words.len()), u32::try_from(word.len())) {
@@ -95,9 +132,37 @@ impl DeferredPostings {
             _ => return Err(FfiError::new(Status::Invalid, "fulltext word too large")),
         };
         self.words.push((self.word_bytes.len(), len));
+        self.stop.push((0, 0));
         self.word_bytes.extend_from_slice(word);
-        self.word_ids.insert(word.into(), id);
+        match short {
+            Some(k) => self.short_ids.insert(k, id),
+            None => self.word_ids.insert(word.into(), id),
+        };
         Ok(id)
+    }
+
+    /// Whether interned word `id` is a stopword of family `family`'s index.
+    fn is_stopword(&mut self, id: u32, family: u32, settings: &Settings) -> FfiResult<bool> {
+        let lookup = |w: &[u8]| -> FfiResult<bool> {
+            // The bytes of whole characters (`words_into`).
+            let w = std::str::from_utf8(w)
+                .map_err(|_| FfiError::new(Status::Internal, "fulltext word not UTF-8"))?;
+            Ok(settings.is_stopword(w))
+        };
+        let Some(bit) = 1u32.checked_shl(family) else {
+            return lookup(self.word(id));
+        };
+        let (known, stop) = self.stop[id as usize];
+        if known & bit != 0 {
+            return Ok(stop & bit != 0);
+        }
+        let is = lookup(self.word(id))?;
+        let f = &mut self.stop[id as usize];
+        f.0 |= bit;
+        if is {
+            f.1 |= bit;
+        }
+        Ok(is)
     }
 
     fn word(&self, id: u32) -> &[u8] {
@@ -159,12 +224,12 @@ impl DeferredPostings {
                 );
             }
             for s in &spans {
+                if s.chars < settings.min_token || s.chars > settings.max_token {
+                    continue;
+                }
                 let w = &buf[s.start..s.start + s.len];
-                // The bytes of whole characters (`words_into`).
-                let w = std::str::from_utf8(w)
-                    .map_err(|_| FfiError::new(Status::Internal, "fulltext word not UTF-8"))?;
-                if settings.indexable_span(w, s.chars) {
-                    let id = self.intern(w.as_bytes())?;
+                let id = self.intern(w)?;
+                if !self.is_stopword(id, family, settings)? {
                     terms.push(u64::from(id) << 32 | u64::from(s.pos));
                 }
             }
@@ -262,9 +327,7 @@ impl DeferredPostings {
         for (r, &id) in order.iter().enumerate() {
             rank[id as usize] = r as u32;
         }
-        // Stable: within a word, arrival order.
-        self.entries
-            .sort_by_key(|e| (e.family, rank[e.word as usize]));
+        self.sort_entries(&rank);
         let arena = &self.arena;
         let suffix = |e: &Entry| &arena[e.suffix..e.suffix + e.suffix_len as usize];
         let mut i = 0;
@@ -296,13 +359,53 @@ impl DeferredPostings {
         Ok(())
     }
 
+    /// Orders the entries by (family, rank of their word), each word's entries
+    /// in arrival order: a counting sort on that pair (a bucket per family and
+    /// word), since there are far fewer words than entries.
+    fn sort_entries(&mut self, rank: &[u32]) {
+        let words = rank.len();
+        let buckets = self.cfs.len().max(1) * words;
+        let bucket = |e: &Entry| e.family as usize * words + rank[e.word as usize] as usize;
+        let mut start = vec![0usize; buckets + 1];
+        for e in &self.entries {
+            start[bucket(e) + 1] += 1;
+        }
+        for i in 0..buckets {
+            start[i + 1] += start[i];
+        }
+        let mut sorted = vec![
+            Entry {
+                family: 0,
+                word: 0,
+                suffix_len: 0,
+                value_len: 0,
+                suffix: 0,
+                value: 0,
+            };
+            self.entries.len()
+        ];
+        for e in &self.entries {
+            let b = bucket(e);
+            sorted[start[b]] = *e;
+            start[b] += 1;
+        }
+        self.entries = sorted;
+    }
+
+    /// Forgets the interned words (no entry may refer to them).
+    fn forget_words(&mut self) {
+        self.words.clear();
+        self.stop.clear();
+        self.word_bytes.clear();
+        self.short_ids.clear();
+        self.word_ids.clear();
+    }
+
     /// Forgets the buffered postings (their statement was rolled back).
     pub fn clear(&mut self) {
         self.entries.clear();
         self.arena.clear();
-        self.words.clear();
-        self.word_bytes.clear();
-        self.word_ids.clear();
+        self.forget_words();
         self.bytes = 0;
         self.cfs.clear();
     }

@@ -343,8 +343,9 @@ fn bm25_ranks_by_length_frequency_and_rarity() {
 
 /// The deferred buffer writes exactly the keys and values `apply_document` puts one
 /// by one: over random documents (ASCII, accented, case-sensitive columns, repeated
-/// words, stopwords), primary keys in ascending and in random order, two indexes
-/// (with and without document lengths), a truncated row and a repeated row.
+/// words, stopwords), primary keys in ascending and in random order, three indexes
+/// (with and without document lengths, one without stopwords: a word is a stopword
+/// of one index and not of another), a truncated row and a repeated row.
 #[test]
 fn deferred_postings_write_what_apply_document_writes() {
     use super::deferred::DeferredPostings;
@@ -390,7 +391,8 @@ fn deferred_postings_write_what_apply_document_writes() {
         let db = Db::open(dir.path(), DbOptions::default()).expect("open");
         let with_lengths = Settings::current(Some(super::tokenizer::default_stopwords()));
         let legacy = Settings::legacy();
-        let cfs: Vec<_> = (0..4)
+        let no_stopwords = Settings::current(None);
+        let cfs: Vec<_> = (0..6)
             .map(|i| {
                 db.create_cf(&format!("t1.i{i}"), CfOptions::default())
                     .expect("cf")
@@ -422,8 +424,9 @@ fn deferred_postings_write_what_apply_document_writes() {
             }
             let key = pk.to_be_bytes();
             for (settings, (dcf, bcf)) in [
-                (&with_lengths, (&cfs[0], &cfs[2])),
-                (&legacy, (&cfs[1], &cfs[3])),
+                (&with_lengths, (&cfs[0], &cfs[3])),
+                (&legacy, (&cfs[1], &cfs[4])),
+                (&no_stopwords, (&cfs[2], &cfs[5])),
             ] {
                 let mark = deferred.mark();
                 if n % 50 == 3 {
@@ -446,8 +449,8 @@ fn deferred_postings_write_what_apply_document_writes() {
         assert!(deferred.is_empty() && deferred.bytes() == 0);
         direct.commit().expect("commit");
         buffered.commit().expect("commit");
-        for i in 0..2 {
-            let (a, b) = (dump(&db, &cfs[i]), dump(&db, &cfs[i + 2]));
+        for i in 0..3 {
+            let (a, b) = (dump(&db, &cfs[i]), dump(&db, &cfs[i + 3]));
             assert!(!a.is_empty());
             assert_eq!(a, b, "index {i}, ordered {ordered}");
         }
