@@ -337,19 +337,24 @@ fn table_locks_wait_for_row_holders_then_block_row_requests() {
     late.lock(&other, b"v", LockMode::Shared, SHORT).unwrap();
 }
 
+/// A DDL-like transaction on its own thread taking an exclusive table lock on `cf`
+/// (waiting up to `T`), released at once.
+fn spawn_table_lock(db: &Db, cf: &Cf) -> std::thread::JoinHandle<Result<()>> {
+    let (db, cf) = (db.clone(), cf.clone());
+    std::thread::spawn(move || {
+        let mut ddl = db.begin(Isolation::RepeatableRead);
+        let r = ddl.lock_tables(&[cf], LockMode::Exclusive, T);
+        ddl.rollback();
+        r
+    })
+}
+
 #[test]
 fn a_waiting_table_lock_holds_back_new_transactions_only() {
     let (_d, db, cf) = setup(0);
     let mut holder = db.begin(Isolation::RepeatableRead);
     holder.lock(&cf, b"a", LockMode::Shared, T).unwrap();
-    let db2 = db.clone();
-    let cf2 = cf.clone();
-    let ddl = std::thread::spawn(move || {
-        let mut ddl = db2.begin(Isolation::RepeatableRead);
-        let r = ddl.lock_tables(&[cf2], LockMode::Exclusive, T);
-        ddl.rollback();
-        r
-    });
+    let ddl = spawn_table_lock(&db, &cf);
     std::thread::sleep(SHORT);
     // A transaction with no lock in the family waits behind the request ...
     let mut fresh = db.begin(Isolation::RepeatableRead);
@@ -372,14 +377,7 @@ fn a_holder_waiting_for_a_transaction_held_back_makes_it_the_victim() {
     holder.lock(&cf, b"a", LockMode::Shared, T).unwrap();
     let mut fresh = db.begin(Isolation::RepeatableRead);
     fresh.lock(&other, b"x", LockMode::Exclusive, T).unwrap();
-    let db2 = db.clone();
-    let cf2 = cf.clone();
-    let ddl = std::thread::spawn(move || {
-        let mut ddl = db2.begin(Isolation::RepeatableRead);
-        let r = ddl.lock_tables(&[cf2], LockMode::Exclusive, T);
-        ddl.rollback();
-        r
-    });
+    let ddl = spawn_table_lock(&db, &cf);
     std::thread::sleep(SHORT);
     // holder waits for fresh (x), fresh for the request, the request for holder.
     let waiter = std::thread::spawn(move || {
