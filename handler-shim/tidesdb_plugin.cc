@@ -107,7 +107,7 @@ static TYPELIB compression_typelib = {array_elements(compression_names) - 1,
 static MYSQL_THDVAR_ENUM(compression, PLUGIN_VAR_RQCMDARG,
                          "Compression of the table files of new tables (table option "
                          "COMPRESSION): NONE or ZSTD",
-                         NULL, NULL, TDB_COMPRESSION_NONE, &compression_typelib);
+                         NULL, NULL, TDB_COMPRESSION_ZSTD, &compression_typelib);
 static MYSQL_THDVAR_UINT(compression_level, PLUGIN_VAR_RQCMDARG,
                          "zstd level of new ZSTD tables (table option COMPRESSION_LEVEL): "
                          "higher compresses more and writes slower",

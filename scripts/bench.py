@@ -4,7 +4,7 @@ our own (target/bench/<run>/var, port 3420), equal caches and equally relaxed
 durability. Writes target/bench/<run>/results.{json,csv}, PNG charts, and (with
 --docs) docs/BENCHMARKS.md + docs/bench/*.png. Standard library + matplotlib.
 
-  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa]
+  python3 scripts/bench.py --profile quick|full [--docs] [--direct-io] [--only lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa,cmp]
 
 Workloads (single client unless stated, fixed seed, warm-up discarded):
   lv   large values: (id PK, k INT, meta VARCHAR(64), payload LONGBLOB 1 MiB), load,
@@ -25,6 +25,8 @@ Workloads (single client unless stated, fixed seed, warm-up discarded):
        encrypted (file_key_management; scripts/bench_encryption.py)
   oa   online ALTER TABLE ... FORCE of a table under a write load: writes/s before and
        during it, its duration (InnoDB, TidesDB; scripts/bench_online_alter.py)
+  cmp  TidesDB's default compression: table size and read rates with and without it
+       (scripts/bench_compression.py)
 """
 import argparse
 import bisect
@@ -49,6 +51,7 @@ import bench_sbwrites  # noqa: E402
 import bench_vector  # noqa: E402
 import bench_encryption  # noqa: E402
 import bench_online_alter  # noqa: E402
+import bench_compression  # noqa: E402
 
 ENGINES = ["InnoDB", "TidesDB", "RocksDB"]           # ENGINE= names
 LABEL = {"InnoDB": "InnoDB", "TidesDB": "TidesDB", "RocksDB": "MyRocks", "MEMORY": "MEMORY", "BLACKHOLE": "BLACKHOLE"}
@@ -59,7 +62,7 @@ COLOR = {"InnoDB": "#4c72b0", "TidesDB": "#dd8452", "RocksDB": "#55a868", "MEMOR
 FLOORS = ["MEMORY", "BLACKHOLE"]
 MiB = 1 << 20
 SEED = 20240601
-ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa"      # the sections, in the order they run
+ALL_STEPS = "lv,ins,sb,gis,fts,iib,sbw,vec,enc,oa,cmp"     # the sections, in the order they run
 
 PROFILES = {
     # quick must finish in < ~8 min on a 2-core machine
@@ -398,6 +401,17 @@ def bench_large_values(srv, P, out):
                 srv.stop()
                 srv.env["TIDESDB_EXTRA_CNF"] = out["extra_cnf"]
                 srv.start()
+
+
+def table_bytes(conn, eng, datadir, schema, table):
+    """Bytes of one table's own files: InnoDB's .ibd; for TidesDB and MyRocks, whose
+    tables share one directory (with the write-ahead log), the table's files as
+    information_schema.TABLES reports them (DATA_LENGTH + INDEX_LENGTH)."""
+    if eng == "InnoDB":
+        return du(os.path.join(datadir, schema, table + ".ibd"))
+    r = q(conn, "SELECT DATA_LENGTH + INDEX_LENGTH FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = '%s' AND TABLE_NAME = '%s'" % (schema, table))
+    return int(r.rows[0][0]) if r.rows and r.rows[0][0] is not None else None
 
 
 def engine_bytes(eng, datadir, table):
@@ -891,6 +905,7 @@ def goals(out):
     sb = out.get("sysbench", {}).get("results", {})
     pr = out.get("sysbench", {}).get("prepare", {})
     ib = out.get("iibench", {}).get("engines", {})
+    sbw = out.get("sysbench_writes", {}).get("results", {})
 
     def qv(lab, key):
         return lv.get(lab, {}).get("queries", {}).get(key, {}).get("qps")
@@ -930,6 +945,10 @@ def goals(out):
             for size, _ in GIS_WINDOWS for fn in GIS_FUNCS]),
         ("on-disk size <= 1.2x InnoDB", 1.2, False, [
             ("large-value table after OPTIMIZE", lambda lab: lv.get(lab, {}).get("disk_bytes")),
+        ]),
+        ("size of write-benchmark tables after OPTIMIZE <= 0.5x InnoDB (issue 21)", 0.5, False, [
+            ("iibench table", lambda lab: ib.get(lab, {}).get("table_bytes_optimized")),
+            ("sysbench table after the write runs", lambda lab: sbw.get(lab, {}).get("table_bytes_optimized")),
         ]),
     ]
     rows = []
@@ -1155,6 +1174,7 @@ def write_markdown(out, path, chart_dir_rel, charts_made, run_dir):
     bench_vector.markdown(sys.modules[__name__], out, A)
     bench_encryption.markdown(sys.modules[__name__], out, A)
     bench_online_alter.markdown(sys.modules[__name__], out, A)
+    bench_compression.markdown(sys.modules[__name__], out, A)
     A("Profile-driven fixes, with their before/after figures: [PROFILING.md](PROFILING.md).")
     A("")
     A("## Goals from the issue (this run)")
@@ -1347,7 +1367,8 @@ def main():
                          ("sbw", lambda srv, P, out: bench_sbwrites.run(sys.modules[__name__], srv, P, out)),
                          ("vec", lambda srv, P, out: bench_vector.run(sys.modules[__name__], srv, P, out)),
                          ("enc", lambda srv, P, out: bench_encryption.run(sys.modules[__name__], srv, P, out)),
-                         ("oa", lambda srv, P, out: bench_online_alter.run(sys.modules[__name__], srv, P, out))):
+                         ("oa", lambda srv, P, out: bench_online_alter.run(sys.modules[__name__], srv, P, out)),
+                         ("cmp", lambda srv, P, out: bench_compression.run(sys.modules[__name__], srv, P, out))):
             if name in steps:
                 t0 = time.perf_counter()
                 try:

@@ -101,6 +101,8 @@ pub enum Compression {
 /// Column family options (persisted in the manifest at creation).
 #[derive(Clone, Debug)]
 pub struct CfOptions {
+    /// Compression of the tables compactions write (level 1 and below); see
+    /// [`CfOptions::compression_at`].
     pub compression: Compression,
     /// Bloom filter bits per key (0 disables the filter).
     pub bloom_bits_per_key: u32,
@@ -113,6 +115,23 @@ pub struct CfOptions {
     /// Encrypt the family's table and value log files with this key id of
     /// `DbOptions::keys` (latest version at each write). `None`: in the clear.
     pub encryption_key: Option<u32>,
+}
+
+impl CfOptions {
+    /// The compression of a table written at `level`. Level 0 (memtable
+    /// flushes, spilled commits) is always written uncompressed: it is on the
+    /// write path, short-lived (compacted into level 1 soon) and holds the
+    /// newest, most read keys; the deeper levels, where nearly all of the data
+    /// lives once compacted, carry the family's compression (the layout RocksDB
+    /// users configure with `compression_per_level`). Every block records its
+    /// own compression, so files of both kinds read alike.
+    pub fn compression_at(&self, level: usize) -> Compression {
+        if level == 0 {
+            Compression::None
+        } else {
+            self.compression
+        }
+    }
 }
 
 impl Default for CfOptions {

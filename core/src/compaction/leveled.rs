@@ -16,7 +16,8 @@
 //!   "stripes" by the live snapshots (plus "latest"); only the newest version
 //!   of each stripe is kept. A tombstone is dropped when it is the oldest kept
 //!   version, every live snapshot already sees it, and no deeper level holds
-//!   the key range (bottommost).
+//!   the key range (bottommost). There, such an oldest version that is not a
+//!   tombstone is written with sequence number 0 (L1+ only).
 //! * Outputs are cut at user-key boundaries so that a user key lives in one
 //!   file per level.
 //! * Value log (see `vlog.rs`): pointers are copied; a dropped pointer adds
@@ -479,7 +480,7 @@ impl Ctx<'_> {
                 .flatten()
                 .all(|f| f.meta.largest < lo || f.meta.smallest > hi);
             let relocate = self.gc_candidates(cf, job.gc_permille);
-            (outputs, vd) = self.merge_files(cf, lv, &job.inputs, bottommost, &relocate, paced)?;
+            (outputs, vd) = self.merge_files(cf, lv, &job, bottommost, &relocate, paced)?;
         }
         if let Some((vf, size)) = &vd.new_file {
             edit.push(EditOp::VlogAdd {
@@ -577,14 +578,15 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// Merges `inputs` into new tables (and a relocation value log file).
+    /// Merges the job's inputs into new tables at its output level (and a
+    /// relocation value log file).
     // Long (~180 lines): one loop over the merged stream whose state (open
     // builder, stripe of the current key, garbage, pacing) every step shares.
     fn merge_files(
         &self,
         cf: &Arc<CfInner>,
         lv: &Levels,
-        inputs: &[Arc<FileHandle>],
+        job: &Job,
         bottommost: bool,
         relocate: &BTreeSet<u64>,
         paced: bool,
@@ -597,7 +599,8 @@ impl Ctx<'_> {
         snaps.push(u64::MAX);
         let oldest = self.host.oldest_snapshot();
         let mut m = Merger {
-            its: inputs
+            its: job
+                .inputs
                 .iter()
                 .map(|f| TableIter::uncached(f.table.clone()))
                 .collect(),
@@ -606,6 +609,7 @@ impl Ctx<'_> {
             it.seek_to_first();
         }
         let target = self.target_file_size();
+        let out_level = job.out_level;
         let mut outputs = Vec::new();
         let mut builder: Option<(u64, TableBuilder)> = None;
         let mut cur_user: Vec<u8> = Vec::new();
@@ -640,6 +644,16 @@ impl Ctx<'_> {
                 while matches!(kept.last(), Some((s, Kind::Delete, _)) if *s <= oldest) {
                     kept.pop();
                 }
+                // The oldest kept version, seen by every live snapshot, with
+                // no older version of the key below: its sequence number tells
+                // nobody anything any more. Zero compresses (the 8-byte tag
+                // becomes the same in every such entry); RocksDB does the
+                // same. Not in L0, whose files are ordered by sequence.
+                if out_level >= 1 {
+                    if let Some(last) = kept.last_mut().filter(|v| v.0 <= oldest) {
+                        last.0 = 0;
+                    }
+                }
             }
             // Relocate kept values out of value log files being collected.
             for (_, k, v) in kept.iter_mut() {
@@ -672,7 +686,7 @@ impl Ctx<'_> {
             }
             if builder.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let b = create_table(self.dir, no, &cf.opts, &self.opts.keys)?;
+                let b = create_table(self.dir, no, &cf.opts, out_level, &self.opts.keys)?;
                 *builder = Some((no, b));
             }
             if let Some((_, b)) = builder.as_mut() {

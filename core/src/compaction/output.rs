@@ -10,12 +10,13 @@ use crate::version::manifest::FileMeta;
 use std::path::Path;
 use std::sync::Arc;
 
-/// A new table file `no` of a column family with options `opts`, encrypted
-/// when the family is.
+/// A new table file `no` of a column family with options `opts`, to be placed
+/// at `level` (which decides its compression), encrypted when the family is.
 pub(crate) fn create_table(
     dir: &Path,
     no: u64,
     opts: &CfOptions,
+    level: usize,
     keys: &crate::crypto::Keyring,
 ) -> Result<TableBuilder> {
     let path = crate::table::sst::table_path(dir, no);
@@ -23,7 +24,7 @@ pub(crate) fn create_table(
     TableBuilder::create(
         path,
         opts.block_size,
-        opts.compression,
+        opts.compression_at(level),
         opts.bloom_bits_per_key,
         cipher,
     )

@@ -98,7 +98,7 @@ pub(crate) fn build_table(
             TableBuilder::create(
                 path.clone(),
                 opts.block_size,
-                opts.compression,
+                opts.compression_at(0),
                 opts.bloom_bits_per_key,
                 cipher,
             )

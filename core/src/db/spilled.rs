@@ -187,7 +187,7 @@ impl DbInner {
         while it.valid() {
             if b.is_none() {
                 let no = self.next_file.fetch_add(1, Ordering::SeqCst);
-                let tb = create_table(&self.dir, no, &cf.opts, &self.opts.keys)?;
+                let tb = create_table(&self.dir, no, &cf.opts, 0, &self.opts.keys)?;
                 *b = Some((no, tb));
             }
             if let Some((_, tb)) = b.as_mut() {
