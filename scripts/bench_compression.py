@@ -33,6 +33,7 @@ def run(B, srv, P, out):
     admin = B.Conn(srv.sock)
     cache = int(B.q(admin, "SELECT @@GLOBAL.tidesdb_block_cache_size").rows[0][0])
     default = B.q(admin, "SELECT @@GLOBAL.tidesdb_compression").rows[0][0]
+    default = default.decode() if isinstance(default, bytes) else default
     bases = {}
     try:
         for kind, setting in KINDS:
