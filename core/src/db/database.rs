@@ -62,6 +62,9 @@ pub(crate) struct DbInner {
     /// Live snapshots (the versions compaction keeps).
     pub(super) snapshots: Arc<Snapshots>,
     pub(super) flush_lock: Mutex<()>,
+    /// Called by `flush_pending` after each memtable it flushes.
+    #[cfg(test)]
+    pub(super) flush_hook: Mutex<Option<super::flush::tests::FlushHook>>,
     /// Background threads, flush requests, the last background failure.
     pub(super) bg: Background,
     pub(super) closed: AtomicBool,
@@ -179,7 +182,8 @@ impl Db {
         crate::Txn::new(self.inner().clone(), isolation)
     }
 
-    /// Flushes every memtable to table files; blocks until done.
+    /// Flushes every memtable written before the call to table files (not
+    /// the ones that writes going on meanwhile fill); blocks until done.
     pub fn flush(&self) -> Result<()> {
         self.inner().flush_all()
     }
