@@ -43,7 +43,7 @@ pub struct QuarantinedFile {
 pub(crate) type LockKey = (u64, Vec<u8>);
 
 /// Conflict-check sequence of a key of a spilled write set: (cf, key) -> seq.
-pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + 'a;
+pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + Sync + 'a;
 
 /// The `.prep` files of a prepared spilled write set: (cf, table).
 pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
