@@ -28,6 +28,11 @@ pub(crate) trait InternalIterator: Send {
 /// would otherwise cost thousands).
 pub(crate) const SEQUENTIAL_SKIPS: usize = 8;
 
+/// A forward merge of at least this many sources keeps them in a heap: a step
+/// then compares O(log n) keys instead of every source's twice (the commit of a
+/// spilled write set merges one run per spill, dozens for a large ALTER TABLE).
+const HEAP_MIN_SOURCES: usize = 6;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Resolved {
     pub user: Vec<u8>,
@@ -236,6 +241,49 @@ pub(crate) struct MergeIter {
     keep_deletes: bool,
     kind: Kind,
     scratch: Vec<u8>,
+    /// Forward mode with [`HEAP_MIN_SOURCES`] or more: the indexes of the sources
+    /// that have an entry, a binary min-heap in [`fwd_before`] order (its top is
+    /// what `pick(true)` returns). Valid while `heap_ok`: every move of the
+    /// sources other than [`MergeIter::step_past`] clears it, and
+    /// `find_forward` rebuilds it.
+    heap: Vec<usize>,
+    heap_ok: bool,
+}
+
+/// Source `a`'s entry comes before source `b`'s in a forward merge: smaller
+/// user key, then higher sequence, then lower index (the order `pick(true)`
+/// chooses in); a source without an entry comes last.
+fn fwd_before(sources: &[Source], a: usize, b: usize) -> bool {
+    match (
+        sources.get(a).and_then(Source::cur),
+        sources.get(b).and_then(Source::cur),
+    ) {
+        (Some(x), Some(y)) => match x.user.as_slice().cmp(y.user.as_slice()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => x.seq > y.seq || (x.seq == y.seq && a < b),
+        },
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+fn sift_down(heap: &mut [usize], sources: &[Source], mut i: usize) {
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut m = i;
+        if l < heap.len() && fwd_before(sources, heap[l], heap[m]) {
+            m = l;
+        }
+        if r < heap.len() && fwd_before(sources, heap[r], heap[m]) {
+            m = r;
+        }
+        if m == i {
+            return;
+        }
+        heap.swap(i, m);
+        i = m;
+    }
 }
 
 impl MergeIter {
@@ -259,6 +307,56 @@ impl MergeIter {
             keep_deletes: false,
             kind: Kind::Put,
             scratch: Vec::new(),
+            heap: Vec::new(),
+            heap_ok: false,
+        }
+    }
+
+    fn uses_heap(&self) -> bool {
+        self.sources.len() >= HEAP_MIN_SOURCES
+    }
+
+    /// Builds the forward heap from the sources' current entries.
+    fn rebuild_heap(&mut self) {
+        self.heap.clear();
+        self.heap
+            .extend((0..self.sources.len()).filter(|&i| self.sources[i].cur().is_some()));
+        for i in (0..self.heap.len() / 2).rev() {
+            sift_down(&mut self.heap, &self.sources, i);
+        }
+        self.heap_ok = true;
+    }
+
+    /// Forward: steps every source whose entry is at user key `k` (the
+    /// smallest of all) past it.
+    fn step_past(&mut self, k: &[u8]) {
+        // The sources at `k` come first in heap order: step the top while it is
+        // at `k`, putting it back in its place (or out, when it has no entry).
+        while self.heap_ok {
+            let Some(&top) = self.heap.first() else {
+                return;
+            };
+            let Some(s) = self.sources.get_mut(top) else {
+                // Not a source: the sources changed under the heap; step them
+                // all below, and the next positioning rebuilds it.
+                self.heap_ok = false;
+                break;
+            };
+            if !s.cur().is_some_and(|c| c.user == k) {
+                break;
+            }
+            s.fwd_next();
+            if s.cur().is_none() {
+                self.heap.swap_remove(0);
+            }
+            sift_down(&mut self.heap, &self.sources, 0);
+        }
+        if !self.heap_ok {
+            for s in &mut self.sources {
+                if s.cur().is_some_and(|c| c.user == k) {
+                    s.fwd_next();
+                }
+            }
         }
     }
 
@@ -279,6 +377,7 @@ impl MergeIter {
     }
 
     pub(crate) fn sources_mut(&mut self) -> &mut Vec<Source> {
+        self.heap_ok = false;
         &mut self.sources
     }
 
@@ -340,6 +439,9 @@ impl MergeIter {
     /// (forward) / largest (backward) current user key: the highest
     /// sequence among the sources at that key.
     fn pick(&self, forward: bool) -> Option<usize> {
+        if forward && self.heap_ok {
+            return self.heap.first().copied();
+        }
         let mut best: Option<(usize, &Resolved)> = None;
         for (i, s) in self.sources.iter().enumerate() {
             let Some(c) = s.cur() else { continue };
@@ -364,6 +466,9 @@ impl MergeIter {
     }
 
     fn find_forward(&mut self) {
+        if !self.heap_ok && self.uses_heap() {
+            self.rebuild_heap();
+        }
         loop {
             if !self.check_status() {
                 return;
@@ -390,11 +495,7 @@ impl MergeIter {
             let mut k = std::mem::take(&mut self.scratch);
             k.clear();
             k.extend_from_slice(&w.user);
-            for s in &mut self.sources {
-                if s.cur().is_some_and(|c| c.user == k) {
-                    s.fwd_next();
-                }
-            }
+            self.step_past(&k);
             self.scratch = k;
         }
     }
@@ -443,6 +544,7 @@ impl MergeIter {
         for s in &mut self.sources {
             s.fwd_seek(&target);
         }
+        self.heap_ok = false;
         self.dir = Dir::Forward;
         self.find_forward();
     }
@@ -455,6 +557,7 @@ impl MergeIter {
                 for s in &mut self.sources {
                     s.fwd_first();
                 }
+                self.heap_ok = false;
                 self.dir = Dir::Forward;
                 self.find_forward();
             }
@@ -475,6 +578,7 @@ impl MergeIter {
                 }
             }
         }
+        self.heap_ok = false;
         self.dir = Dir::Backward;
         self.find_backward();
     }
@@ -493,6 +597,7 @@ impl MergeIter {
                 }
             }
         }
+        self.heap_ok = false;
         self.dir = Dir::Backward;
         self.find_backward();
     }
@@ -503,16 +608,13 @@ impl MergeIter {
         }
         let k = std::mem::take(&mut self.key);
         if self.dir == Dir::Forward {
-            for s in &mut self.sources {
-                if s.cur().is_some_and(|c| c.user == k) {
-                    s.fwd_next();
-                }
-            }
+            self.step_past(&k);
         } else {
             let t = successor(&k);
             for s in &mut self.sources {
                 s.fwd_seek(&t);
             }
+            self.heap_ok = false;
             self.dir = Dir::Forward;
         }
         self.key = k;
@@ -534,6 +636,7 @@ impl MergeIter {
             for s in &mut self.sources {
                 s.bwd_seek(&k, false);
             }
+            self.heap_ok = false;
             self.dir = Dir::Backward;
         }
         self.key = k;

@@ -62,6 +62,35 @@ fn check_reads(t: &mut Txn, cf: &Cf, model: &Model, rng: &mut StdRng) {
             if let Some((wk, _)) = w {
                 assert_eq!(it.key(), wk.as_slice());
             }
+            // Direction changes: a few steps back from a forward seek, then
+            // forward again past where it started.
+            it.seek(&k);
+            if !it.valid() {
+                continue;
+            }
+            let mut want: Vec<&Vec<u8>> = model
+                .range(..k.clone())
+                .rev()
+                .take(3)
+                .map(|(k, _)| k)
+                .collect();
+            for w in &want {
+                it.prev();
+                assert!(it.valid());
+                assert_eq!(it.key(), w.as_slice(), "prev after seek");
+            }
+            want.reverse();
+            let ahead: Vec<&Vec<u8>> = model
+                .range(want.first().map_or(k.clone(), |w| (*w).clone())..)
+                .skip(1)
+                .take(6)
+                .map(|(k, _)| k)
+                .collect();
+            for w in ahead {
+                it.next();
+                assert!(it.valid());
+                assert_eq!(it.key(), w.as_slice(), "next after prev");
+            }
         }
     }
 }
@@ -582,4 +611,90 @@ fn spilled_prepare_crash_commit_rollback() {
     check_spilled_committed(&db, &db.cf("t").unwrap(), "three");
     db.compact_range(&db.cf("t").unwrap(), None, None).unwrap();
     check_spilled_committed(&db, &db.cf("t").unwrap(), "three");
+}
+
+/// A spilled write set with more than a million entries in one column family is
+/// committed as two key ranges whose tables are written side by side: random keys
+/// overwritten and deleted, two families, the committed data against a model
+/// (before and after a reopen).
+#[test]
+fn large_spilled_commit_in_key_ranges() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.create_cf("a", CfOptions::default()).unwrap();
+    let b = db.create_cf("b", CfOptions::default()).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    // Committed base data, some of which the large transaction deletes.
+    let mut model = Model::new();
+    let mut t = db.begin(Isolation::RepeatableRead);
+    for i in (0..700_000u32).step_by(7) {
+        let k = format!("{:08x}", i.wrapping_mul(2_654_435_761)).into_bytes();
+        t.put(&a, &k, b"base").unwrap();
+        model.insert(k, b"base".to_vec());
+    }
+    t.commit().unwrap();
+    db.set_spill_threshold(8 << 20);
+    let mut t = db.begin(Isolation::RepeatableRead);
+    let mut model_b = Model::new();
+    for n in 0..1_300_000u32 {
+        let i = rng.gen_range(0..700_000u32);
+        let k = format!("{:08x}", i.wrapping_mul(2_654_435_761)).into_bytes();
+        if n % 11 == 0 {
+            t.delete(&a, &k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = n.to_le_bytes();
+            t.put(&a, &k, &v).unwrap();
+            model.insert(k.clone(), v.to_vec());
+        }
+        if n % 5 == 0 {
+            t.put(&b, &k, b"b").unwrap();
+            model_b.insert(k, b"b".to_vec());
+        }
+    }
+    assert!(t.is_spilled());
+    t.commit().unwrap();
+    assert!(committed(&db, &a) == model);
+    assert!(committed(&db, &b) == model_b);
+    db.close().unwrap();
+    drop(db);
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.cf("a").unwrap();
+    assert!(committed(&db, &a) == model);
+    let mut r = db.begin(Isolation::RepeatableRead);
+    for (k, v) in model.iter().step_by(997) {
+        assert_eq!(r.get(&a, k).unwrap().as_ref(), Some(v));
+    }
+}
+
+/// A conflict in any part of a spilled write set checked side by side (two column
+/// families) fails the commit and leaves nothing of it.
+#[test]
+fn spilled_commit_conflict_in_second_family() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let a = db.create_cf("a", CfOptions::default()).unwrap();
+    let b = db.create_cf("b", CfOptions::default()).unwrap();
+    db.set_spill_threshold(64 << 10);
+    for conflict_in_a in [false, true] {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        for i in 0..5_000 {
+            let k = format!("k{i:06}").into_bytes();
+            t.put(&a, &k, b"t").unwrap();
+            t.put(&b, &k, b"t").unwrap();
+        }
+        assert!(t.is_spilled());
+        let mut o = db.begin(Isolation::RepeatableRead);
+        o.put(if conflict_in_a { &a } else { &b }, b"k004321", b"other")
+            .unwrap();
+        o.commit().unwrap();
+        assert!(matches!(t.commit(), Err(Error::Conflict)));
+        let mut r = db.begin(Isolation::RepeatableRead);
+        assert_eq!(r.get(&a, b"k000001").unwrap(), None);
+        assert_eq!(r.get(&b, b"k000001").unwrap(), None);
+        let mut o = db.begin(Isolation::RepeatableRead);
+        o.delete(if conflict_in_a { &a } else { &b }, b"k004321")
+            .unwrap();
+        o.commit().unwrap();
+    }
 }

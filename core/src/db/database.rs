@@ -43,7 +43,7 @@ pub struct QuarantinedFile {
 pub(crate) type LockKey = (u64, Vec<u8>);
 
 /// Conflict-check sequence of a key of a spilled write set: (cf, key) -> seq.
-pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + 'a;
+pub(crate) type CheckSeq<'a> = dyn Fn(u64, &[u8]) -> u64 + Sync + 'a;
 
 /// The `.prep` files of a prepared spilled write set: (cf, table).
 pub(crate) type PrepFiles = Vec<(u64, Arc<Table>)>;
@@ -62,6 +62,9 @@ pub(crate) struct DbInner {
     /// Live snapshots (the versions compaction keeps).
     pub(super) snapshots: Arc<Snapshots>,
     pub(super) flush_lock: Mutex<()>,
+    /// Called by `flush_pending` after each memtable it flushes.
+    #[cfg(test)]
+    pub(super) flush_hook: Mutex<Option<super::flush::tests::FlushHook>>,
     /// Background threads, flush requests, the last background failure.
     pub(super) bg: Background,
     pub(super) closed: AtomicBool,
@@ -179,7 +182,8 @@ impl Db {
         crate::Txn::new(self.inner().clone(), isolation)
     }
 
-    /// Flushes every memtable to table files; blocks until done.
+    /// Flushes every memtable written before the call to table files (not
+    /// the ones that writes going on meanwhile fill); blocks until done.
     pub fn flush(&self) -> Result<()> {
         self.inner().flush_all()
     }

@@ -12,6 +12,7 @@ use crate::table::cache::BlockCache;
 use crate::table::sst::{self, Table, TableBuilder};
 use crate::version::levels::{CfInner, FileHandle, SuperVersion};
 use crate::version::manifest::{EditOp, FileMeta};
+use parking_lot::MutexGuard;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -202,19 +203,40 @@ pub(crate) fn build_table(
 }
 
 impl DbInner {
-    /// Flushes all immutable memtables of all column families (oldest first).
+    /// Flushes the immutable memtables of all column families (oldest
+    /// first) that are there when it gets the flush lock.
     pub(crate) fn flush_pending(&self) -> Result<()> {
-        let _g = self.flush_lock.lock();
-        loop {
-            let cfs: Vec<Arc<CfInner>> = self.cfs.read().values().cloned().collect();
-            let mut did = false;
-            for cf in cfs {
-                while self.flush_one(&cf)? {
-                    did = true;
+        let g = self.flush_lock.lock();
+        let r = self.flush_pass();
+        // Straight to a waiter (`Db::flush`, a spilled commit), not to this
+        // thread coming back for its next pass.
+        MutexGuard::unlock_fair(g);
+        r
+    }
+
+    /// The memtables immutable now, and no more: under a steady write load a
+    /// new one can come for every one flushed, and a pass going on until none
+    /// is left might never end, holding the flush lock all along. One made
+    /// meanwhile has requested a flush of its own (`rotate`).
+    fn flush_pass(&self) -> Result<()> {
+        let cfs: Vec<(Arc<CfInner>, usize)> = self
+            .cfs
+            .read()
+            .values()
+            .map(|cf| (cf.clone(), cf.current().imms.len()))
+            .collect();
+        #[cfg(test)]
+        let mut flushed = 0;
+        for (cf, n) in cfs {
+            for _ in 0..n {
+                if !self.flush_one(&cf)? {
+                    break;
                 }
-            }
-            if !did {
-                break;
+                #[cfg(test)]
+                {
+                    flushed += 1;
+                    tests::after_flush(self, flushed);
+                }
             }
         }
         self.purge_wal();
@@ -395,5 +417,73 @@ impl DbInner {
             self.rotate(&mut w, cf)?;
         }
         self.flush_pending()
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::DbInner;
+    use crate::{CfOptions, Db, DbOptions, Isolation};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Runs on the flushing thread, flush lock held, with how many
+    /// memtables this `flush_pending` call has flushed.
+    pub(in crate::db) type FlushHook = Arc<dyn Fn(&DbInner, usize) + Send + Sync>;
+
+    pub(super) fn after_flush(db: &DbInner, flushed: usize) {
+        let hook = db.flush_hook.lock().clone();
+        if let Some(f) = hook {
+            f(db, flushed);
+        }
+    }
+
+    /// Under a steady write load a new immutable memtable can appear for
+    /// every one flushed. A flush pass that only ends when none is left
+    /// then never ends, and holds the flush lock all along: `Db::flush`
+    /// and spilled commits wait on it for ever.
+    #[test]
+    fn a_flush_pass_ends_while_memtables_keep_coming() {
+        let d = tempfile::tempdir().unwrap();
+        let db = Db::open(d.path(), DbOptions::default()).unwrap();
+        let cf = db.create_cf("t", CfOptions::default()).unwrap();
+        // The hook makes a new immutable memtable after each flush, this
+        // many times in all (so that the unbounded pass ends too).
+        const MORE: usize = 50;
+        let made = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let weak = Arc::downgrade(db.inner());
+        let (m, mo, c) = (made.clone(), most.clone(), cf.clone());
+        let hook: FlushHook = Arc::new(move |_, flushed| {
+            mo.fetch_max(flushed, Ordering::SeqCst);
+            let n = m.fetch_add(1, Ordering::SeqCst);
+            if n >= MORE {
+                return;
+            }
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            let mut t = crate::Txn::new(inner.clone(), Isolation::RepeatableRead);
+            t.put(&c, format!("k{n:03}").as_bytes(), b"v").unwrap();
+            t.commit().unwrap();
+            let mut w = inner.commit.lock_write();
+            inner.rotate(&mut w, &c.inner).unwrap();
+        });
+        *db.inner().flush_hook.lock() = Some(hook);
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, b"first", b"v").unwrap();
+        t.commit().unwrap();
+        // Returns once the memtable written before it is flushed; the
+        // background flush takes the ones made meanwhile, a pass at a time.
+        db.flush().unwrap();
+        *db.inner().flush_hook.lock() = None;
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            most <= 2,
+            "one flush pass flushed {most} memtables, most made while it ran"
+        );
+        db.close().unwrap();
     }
 }

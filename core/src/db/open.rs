@@ -609,6 +609,8 @@ impl DbInner {
             next_file,
             snapshots: Arc::default(),
             flush_lock: Mutex::new(()),
+            #[cfg(test)]
+            flush_hook: Mutex::new(None),
             bg: Background::default(),
             closed: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),

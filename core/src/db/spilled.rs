@@ -20,6 +20,17 @@ pub(super) struct SpilledTables {
     pub(super) vlogs: Vec<(u64, VlogOutFile)>,
 }
 
+/// Threads checking or writing a spilled commit's parts at most.
+const MAX_WRITERS: usize = 2;
+
+/// Threads for `parts` parts: one per part, up to the cores and [`MAX_WRITERS`].
+fn writers(parts: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_WRITERS)
+        .min(parts)
+}
+
 impl SpilledTables {
     /// Deletes them (the commit failed before its manifest edit).
     fn remove(&self, dir: &Path) {
@@ -96,7 +107,8 @@ impl DbInner {
         check: &CheckSeq<'_>,
     ) -> Result<()> {
         let prep = self.prepared.lock();
-        for (cf, it) in parts.iter_mut() {
+        let prep = &*prep;
+        let check_part = |cf: &CfInner, it: &mut crate::iter::MergeIter| -> Result<()> {
             if cf.dropped.load(Ordering::Acquire) {
                 return Err(Error::ColumnFamilyNotFound(cf.name.lock().clone()));
             }
@@ -111,9 +123,38 @@ impl DbInner {
                 }
                 it.next();
             }
-            it.status()?;
+            it.status()
+        };
+        let workers = writers(parts.len());
+        if workers <= 1 {
+            for (cf, it) in parts.iter_mut() {
+                check_part(cf, it)?;
+            }
+            return Ok(());
         }
-        Ok(())
+        // Parts checked side by side, as they are written (`write_spilled_tables`).
+        let queue = parking_lot::Mutex::new(parts.iter_mut());
+        let failed = parking_lot::Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    if failed.lock().is_some() {
+                        return;
+                    }
+                    let Some((cf, it)) = queue.lock().next() else {
+                        return;
+                    };
+                    if let Err(e) = check_part(cf, it) {
+                        failed.lock().get_or_insert(e);
+                        return;
+                    }
+                });
+            }
+        });
+        match failed.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Rotates and flushes the memtables of `cf` (write lock held), so none
@@ -139,34 +180,79 @@ impl DbInner {
         seq: u64,
         out: &mut SpilledTables,
     ) -> Result<()> {
+        let workers = writers(parts.len());
+        if workers <= 1 {
+            for (cf, it) in parts.iter_mut() {
+                self.write_spilled_part(cf, it, seq, out)?;
+            }
+            return Ok(());
+        }
+        // Parts (column families, or key ranges of one: see `Txn::commit_spilled`)
+        // written side by side; each worker takes the next part left.
+        let queue = parking_lot::Mutex::new(parts.iter_mut());
+        let done = parking_lot::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let Some((cf, it)) = queue.lock().next() else {
+                        return;
+                    };
+                    let mut mine = SpilledTables::default();
+                    let r = self.write_spilled_part(cf, it, seq, &mut mine);
+                    let failed = r.is_err();
+                    done.lock().push((r, mine));
+                    if failed {
+                        return;
+                    }
+                });
+            }
+        });
+        let mut first_err = None;
+        for (r, mine) in done.into_inner() {
+            // Everything written goes to `out`, so a failure removes it all.
+            out.tables.extend(mine.tables);
+            out.vlogs.extend(mine.vlogs);
+            if let (Err(e), None) = (r, &first_err) {
+                first_err = Some(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// One part's stream as tables and a value log, into `out`; on an error
+    /// its unfinished files are removed (finished ones are in `out`).
+    fn write_spilled_part(
+        &self,
+        cf: &CfInner,
+        it: &mut crate::iter::MergeIter,
+        seq: u64,
+        out: &mut SpilledTables,
+    ) -> Result<()> {
         let alloc = || self.next_file.fetch_add(1, Ordering::SeqCst);
-        for (cf, it) in parts.iter_mut() {
-            // Large values go to a value log, as in a flush.
-            let mut vo = crate::vlog::file::VlogOut::new(
-                &self.dir,
-                &alloc,
-                cf.opts.value_separation_threshold,
-            )
-            .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
-            let mut b: Option<(u64, TableBuilder)> = None;
-            if let Err(e) = self.write_spilled_cf(cf, it, seq, &mut vo, &mut b, out) {
-                vo.abort();
-                if let Some((_, tb)) = b.take() {
-                    let p = tb.path().to_path_buf();
-                    drop(tb);
-                    let _ = crate::io::remove_file(p);
-                }
-                return Err(e);
+        // Large values go to a value log, as in a flush.
+        let mut vo =
+            crate::vlog::file::VlogOut::new(&self.dir, &alloc, cf.opts.value_separation_threshold)
+                .encrypted_with(&self.opts.keys, cf.opts.encryption_key);
+        let mut b: Option<(u64, TableBuilder)> = None;
+        if let Err(e) = self.write_spilled_cf(cf, it, seq, &mut vo, &mut b, out) {
+            vo.abort();
+            if let Some((_, tb)) = b.take() {
+                let p = tb.path().to_path_buf();
+                drop(tb);
+                let _ = crate::io::remove_file(p);
             }
-            // The value log is durable before the tables pointing into it.
-            if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys)? {
-                out.vlogs.push((cf.id, v));
-            }
-            if let Some((no, tb)) = b.take() {
-                let (fm, t) =
-                    finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
-                out.tables.push((cf.id, fm, t));
-            }
+            return Err(e);
+        }
+        // The value log is durable before the tables pointing into it.
+        if let Some(v) = finish_vlog(vo, &self.dir, self.dio.as_ref(), &self.opts.keys)? {
+            out.vlogs.push((cf.id, v));
+        }
+        if let Some((no, tb)) = b.take() {
+            let (fm, t) = finish_table(tb, no, &self.cache, self.dio.as_ref(), &self.opts.keys)?;
+            out.tables.push((cf.id, fm, t));
         }
         Ok(())
     }
@@ -243,14 +329,21 @@ impl DbInner {
                 meta: fm.clone(),
             });
         }
+        // A column family may come in several parts (key ranges).
+        let mut cfs: Vec<&Arc<CfInner>> = Vec::new();
         for (cf, _) in parts {
+            if !cfs.iter().any(|c| c.id == cf.id) {
+                cfs.push(cf);
+            }
+        }
+        for cf in &cfs {
             ops.push(EditOp::FlushedSeq(cf.id, seq));
         }
         ops.push(EditOp::LastSeq(seq));
         ops.push(EditOp::NextFile(self.next_file.load(Ordering::SeqCst)));
         ops.extend(extra);
         self.apply_manifest(mw, st, &ops)?;
-        for (cf, _) in parts {
+        for cf in cfs {
             let mut g = cf.sv.write();
             let mut levels = (*g.levels).clone();
             for (id, fm, t) in &out.tables {

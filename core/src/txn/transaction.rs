@@ -161,9 +161,64 @@ fn ws_sources(view: &WsView, op: u64) -> Vec<Source> {
     v
 }
 
+/// A spilled write set's column family whose runs hold more entries than this is
+/// committed as two key ranges (see [`split_key`]).
+const SPLIT_MIN_ENTRIES: u64 = 1 << 20;
+
+/// A user key near the middle of a spilled write set's keys (the middle of its
+/// largest run, from the run's index alone), when its runs hold at least
+/// [`SPLIT_MIN_ENTRIES`] entries.
+fn split_key(view: &WsView) -> Option<Vec<u8>> {
+    let total: u64 = view.runs.iter().map(|r| r.table.props.num_entries).sum();
+    if total < SPLIT_MIN_ENTRIES {
+        return None;
+    }
+    let big = view.runs.iter().max_by_key(|r| r.table.props.num_entries)?;
+    let (keys, _) = big.table.spread_keys(2);
+    keys.get(1).map(|k| k.to_vec())
+}
+
 /// Accounted bytes of one buffered write (skiplist entry + undo entry).
 fn write_charge(key: &[u8], value: &[u8]) -> usize {
     key.len() + value.len() + 64 + key.len() + 48
+}
+
+/// The in-memory write set's writes in op order, (column family, key,
+/// sequence) each, for `rollback_to`: the keys in one buffer, so a write costs
+/// no allocation of its own.
+#[derive(Default)]
+struct UndoLog {
+    /// (column family, start of the key in `keys`, sequence).
+    entries: Vec<(u64, usize, u64)>,
+    keys: Vec<u8>,
+}
+
+impl UndoLog {
+    fn push(&mut self, cf: u64, key: &[u8], seq: u64) {
+        self.entries.push((cf, self.keys.len(), seq));
+        self.keys.extend_from_slice(key);
+    }
+
+    fn last_seq(&self) -> Option<u64> {
+        self.entries.last().map(|e| e.2)
+    }
+
+    /// The newest write.
+    fn last(&self) -> Option<(u64, &[u8], u64)> {
+        let &(cf, at, seq) = self.entries.last()?;
+        Some((cf, self.keys.get(at..)?, seq))
+    }
+
+    fn pop(&mut self) {
+        if let Some((_, at, _)) = self.entries.pop() {
+            self.keys.truncate(at);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.keys.clear();
+    }
 }
 
 /// A transaction. `Send`, not `Sync`; owns everything it needs. Dropping it
@@ -175,7 +230,7 @@ pub struct Txn {
     pub(crate) ws: BTreeMap<u64, WsCf>,
     /// Undo log of the in-memory part of the write set (spilled writes are
     /// undone by run limits).
-    undo: Vec<(u64, Vec<u8>, u64)>,
+    undo: UndoLog,
     op: Arc<AtomicU64>,
     /// (savepoint id, op counter when it was made).
     savepoints: Vec<(u64, u64)>,
@@ -228,7 +283,7 @@ impl Txn {
             iso,
             snap,
             ws: BTreeMap::new(),
-            undo: Vec::new(),
+            undo: UndoLog::default(),
             op: Arc::new(AtomicU64::new(0)),
             savepoints: Vec::new(),
             ws_bytes: 0,
@@ -334,7 +389,7 @@ impl Txn {
             }
         });
         w.view.lock().mem.insert(key, seq, kind, value);
-        self.undo.push((cf.id(), key.to_vec(), seq));
+        self.undo.push(cf.id(), key, seq);
         self.live_writes += 1;
         self.ws_bytes += write_charge(key, value);
         self.ws_bytes_peak = self.ws_bytes_peak.max(self.ws_bytes);
@@ -359,7 +414,8 @@ impl Txn {
             v.mem = Arc::new(Memtable::new());
             v.gen += 1;
         }
-        self.undo = Vec::new();
+        // Kept allocated: refilled up to the next spill.
+        self.undo.clear();
         self.ws_bytes = 0;
         self.spilled = true;
         Ok(())
@@ -537,16 +593,17 @@ impl Txn {
         let sp_op = self.savepoints[pos].1;
         self.savepoints.truncate(pos + 1);
         // In memory: the undo log is in op order.
-        while self.undo.last().is_some_and(|u| u.2 > WS_BASE + sp_op) {
-            if let Some((cf, key, seq)) = self.undo.pop() {
+        while self.undo.last_seq().is_some_and(|s| s > WS_BASE + sp_op) {
+            if let Some((cf, key, seq)) = self.undo.last() {
                 if let Some(w) = self.ws.get(&cf) {
                     let v = w.view.lock();
-                    let val_len = v.mem.get(&key, seq).map_or(0, |e| e.value().len());
-                    v.mem.remove(&key, seq);
+                    let val_len = v.mem.get(key, seq).map_or(0, |e| e.value().len());
+                    v.mem.remove(key, seq);
                     self.ws_bytes = self.ws_bytes.saturating_sub(key.len() * 2 + val_len + 112);
                 }
                 self.live_writes = self.live_writes.saturating_sub(1);
             }
+            self.undo.pop();
         }
         // Spilled runs: drop runs made entirely after the savepoint, lower
         // the limit of the one straddling it.
@@ -1115,14 +1172,30 @@ impl Txn {
         let mut parts = Vec::new();
         for w in self.ws.values() {
             let v = w.view.lock();
-            let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
-            parts.push((w.cf.clone(), m));
+            // A large family in two key ranges, whose tables are written side by
+            // side (`DbInner::write_spilled_tables`).
+            match split_key(&v) {
+                Some(mid) => {
+                    let lo = MergeIter::new(ws_sources(&v, op), None, Some(mid.clone()), None);
+                    let hi = MergeIter::new(ws_sources(&v, op), Some(mid), None, None);
+                    parts.push((w.cf.clone(), lo.keep_deletes()));
+                    parts.push((w.cf.clone(), hi.keep_deletes()));
+                }
+                None => {
+                    let m = MergeIter::new(ws_sources(&v, op), None, None, None).keep_deletes();
+                    parts.push((w.cf.clone(), m));
+                }
+            }
         }
         let snap = self.snap.seq;
         let lv = self.lock_view();
-        let buf = std::cell::RefCell::new(Vec::new());
-        let check =
-            |cf: u64, key: &[u8]| -> u64 { check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap) };
+        // Called from the threads that check the parts (`DbInner::commit_spilled`).
+        thread_local! {
+            static CHECK_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let check = |cf: u64, key: &[u8]| -> u64 {
+            CHECK_BUF.with(|buf| check_seq(&lv, &mut buf.borrow_mut(), cf, key, snap))
+        };
         self.db.commit_spilled(parts, Some(&check), Vec::new())
     }
 }

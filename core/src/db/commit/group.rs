@@ -52,6 +52,12 @@ impl DbInner {
     /// are full.
     pub(super) fn write_group(&self, group: &Group) -> Staged {
         let mut w = self.commit.write.lock();
+        // Room first, the turn after: waiting for room releases the write
+        // lock, and `lock_settled` (a checkpoint, a spilled commit) may take
+        // it then and wait, lock held, for every group with a turn to finish.
+        let room = self
+            .check_writable()
+            .and_then(|()| self.wait_for_write_room(&mut w, group));
         let turn = self.commit.next_group(&mut w);
         let mut staged = Staged {
             group: turn,
@@ -60,9 +66,6 @@ impl DbInner {
             sync: false,
             publish: None,
         };
-        let room = self
-            .check_writable()
-            .and_then(|()| self.wait_for_write_room(&mut w, group));
         if let Err(e) = room {
             staged.results = group.iter().map(|_| Err(e.duplicate())).collect();
             return staged;

@@ -459,3 +459,64 @@ fn group_inserts_across_commits_and_families_match_a_model() {
         assert_eq!(e.value(), value.as_slice());
     }
 }
+
+/// Waits up to `secs` for `t` to end; its result, or `None` if it did not.
+fn join_within<T>(t: std::thread::JoinHandle<T>, secs: u64) -> Option<T> {
+    let start = Instant::now();
+    while !t.is_finished() {
+        if start.elapsed() > Duration::from_secs(secs) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Some(t.join().unwrap())
+}
+
+/// A group waiting for room (too many immutable memtables) releases the
+/// write lock while it waits. A path taking the settled write lock then (a
+/// checkpoint, spilled commit or prepare whose queue drain ended before the
+/// group came; close) holds that lock while it waits for every group that
+/// has a turn to finish: had the waiting group taken its turn, the two would
+/// wait on each other for ever.
+#[test]
+fn settled_lock_while_a_group_waits_for_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = full_db(dir.path());
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    let inner = db.inner().clone();
+    // No flush runs while this is held: the memtables stay immutable.
+    let no_flush = inner.flush_lock.lock();
+    for i in 0..crate::db::database::MAX_IMMS {
+        put(&db, &cf, format!("k{i}").as_bytes(), b"v").unwrap();
+        let mut w = inner.commit.lock_write();
+        inner.rotate(&mut w, &cf.inner).unwrap();
+    }
+    let writer = {
+        let (db, cf) = (db.clone(), cf.clone());
+        std::thread::spawn(move || put(&db, &cf, b"late", b"v"))
+    };
+    // Its group is being written, that is waiting for room.
+    let start = Instant::now();
+    while !inner.commit.queue.lock().writing {
+        assert!(start.elapsed() < Duration::from_secs(30), "no group");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let settled = {
+        let inner = inner.clone();
+        std::thread::spawn(move || drop(inner.commit.lock_settled()))
+    };
+    // The settled lock is taken (or waited for); then room is made.
+    std::thread::sleep(Duration::from_millis(200));
+    drop(no_flush);
+    let done = (join_within(settled, 10), join_within(writer, 10));
+    let (Some(()), Some(w)) = done else {
+        // Stuck threads hold the database: no close (it would wait too).
+        std::mem::forget(db);
+        std::mem::forget(inner);
+        panic!("the settled write lock and a group waiting for room deadlocked");
+    };
+    w.unwrap();
+    assert_eq!(read(&db, &cf, b"late"), Some(b"v".to_vec()));
+    db.close().unwrap();
+}
