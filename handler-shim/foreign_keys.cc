@@ -8,6 +8,7 @@
 #include "spatial.h"
 #include "wsrep.h"
 #include "sql_table.h"
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -485,6 +486,8 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
   if (!checks_enabled(thd)) return 0;
   if (int err = fk_load()) return err;
   std::string prefix, old_prefix;
+  /* A stale probe pauses about a millisecond. */
+  uint64_t stale_tries = 0, stale_limit = std::max<uint64_t>(statement_lock_wait_ms(thd), 1000);
   for (uint32_t i = 0; i < tdb_fk_list_count(m_fk_child); i++) {
     const tdb_fk_info *fk = tdb_fk_list_get(m_fk_child, i);
     /* The constraint whose ON UPDATE CASCADE writes this row: its parent gets the
@@ -518,9 +521,20 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
       if (null || !changed) continue;
     }
     if (r == 0) {
-      int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)prefix.data(),
-                            prefix.size(), TDB_LOCK_SHARED, fk->parent, fk->parent_index,
-                            (const uint8_t *)prefix.data(), prefix.size());
+      int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, fk->parent_family,
+                            (const uint8_t *)prefix.data(), prefix.size(), TDB_LOCK_SHARED,
+                            fk->parent, fk->parent_index, (const uint8_t *)prefix.data(),
+                            prefix.size());
+      if (st == TDB_STALE) {
+        /* An ALTER of the parent switched its families or keys since the list
+           was made (each stale probe waited a moment): resolve every
+           constraint again, for as long as a lock would be waited for. */
+        if (++stale_tries > stale_limit || thd_killed(thd)) return fail(TDB_STALE);
+        fk_forget();
+        if (int err = fk_load()) return err;
+        i = UINT32_MAX; /* the loop's i++ starts again at 0 */
+        continue;
+      }
       if (st == TDB_OK) {
         if (wsrep_certifies(ha_thd(), table))
           if (int err = wsrep_append_parent_key(ha_thd(), fk->parent, fk->parent_key_name, prefix))
@@ -595,8 +609,11 @@ int ha_tidesdb::fk_check_parent(const uchar *old_rec, const uchar *new_rec) {
     if (r < 0) return fail(TDB_INTERNAL);
     uint32_t rule = new_rec ? fk->on_update : fk->on_delete;
     bool action = rule == FK_OPTION_CASCADE || rule == FK_OPTION_SET_NULL;
-    int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)own.data(),
-                          own.size(), TDB_LOCK_EXCLUSIVE, fk->child, fk->child_index,
+    /* By position: this statement holds the parent's metadata lock, so no ALTER
+       of it switches families or keys under the list. */
+    int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, TDB_FK_FAMILY_BY_POSITION,
+                          (const uint8_t *)own.data(), own.size(), TDB_LOCK_EXCLUSIVE,
+                          fk->child, fk->child_index,
                           (const uint8_t *)child_prefix.data(), r == 0 ? child_prefix.size() : 0);
     if (r != 0 && st == TDB_OK) continue; /* locked; no child can hold the value */
     if (st == TDB_NOT_FOUND) continue;
