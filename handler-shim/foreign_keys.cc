@@ -190,13 +190,21 @@ void tidesdb::fk_split_path(const char *path, std::string *db, std::string *tabl
   split_path(path, db, table);
 }
 
-int tidesdb::fk_register_keys(const char *name, TABLE *form) {
-  if (is_temporary_path(name)) return 0;
+namespace {
+/* Table form's keys as the constraint catalog records them (tdb_key_def), with
+   the strings and parts they point at. */
+struct Key_defs {
+  std::deque<std::string> strings;
+  std::vector<std::vector<tdb_key_part_def>> parts;
+  std::vector<tdb_key_def> keys;
+  explicit Key_defs(TABLE *form);
+};
+
+Key_defs::Key_defs(TABLE *form) {
   TABLE_SHARE *s = form->s;
   bool hidden_pk = s->primary_key >= MAX_KEY;
-  std::deque<std::string> strings;
-  std::vector<std::vector<tdb_key_part_def>> parts(s->keys);
-  std::vector<tdb_key_def> keys(s->keys);
+  parts.resize(s->keys);
+  keys.resize(s->keys);
   uint next = 1;
   for (uint k = 0; k < s->keys; k++) {
     KEY *key = &form->key_info[k];
@@ -229,7 +237,19 @@ int tidesdb::fk_register_keys(const char *name, TABLE *form) {
     d.n_parts = (uint32_t)parts[k].size();
     d.parts = parts[k].data();
   }
-  return tdb_table_set_keys(name, keys.data(), (uint32_t)keys.size());
+}
+}  // namespace
+
+int tidesdb::fk_register_keys(const char *name, TABLE *form) {
+  if (is_temporary_path(name)) return 0;
+  Key_defs defs(form);
+  return tdb_table_set_keys(name, defs.keys.data(), (uint32_t)defs.keys.size());
+}
+
+bool tidesdb::fk_keys_serve_children(const char *name, TABLE *form) {
+  if (is_temporary_path(name)) return true;
+  Key_defs defs(form);
+  return tdb_fk_keys_serve(name, defs.keys.data(), (uint32_t)defs.keys.size()) == TDB_OK;
 }
 
 int tidesdb::fk_refuse_unsupported(THD *thd) {

@@ -576,6 +576,10 @@ struct tdb_key_def {
 };
 /* Records (or replaces) the keys of table name; a no-op when unchanged. */
 int tdb_table_set_keys(const char *name, const struct tdb_key_def *keys, uint32_t n_keys);
+/* TDB_OK if every constraint referencing table name from another table finds an
+   index among keys (a new definition of name), else TDB_FK_MALFORMED naming the
+   first that does not. */
+int tdb_fk_keys_serve(const char *name, const struct tdb_key_def *keys, uint32_t n_keys);
 
 /* A constraint to add (name NULL: generated, <display>_ibfk_<n>). Table names are
    paths as elsewhere (./db/t); on_delete / on_update are enum_fk_option values. */

@@ -834,6 +834,27 @@ impl ForeignKeys {
         })
     }
 
+    /// The first constraint referencing table `name` from another table that
+    /// finds no index among `keys` (a new definition of `name`), by its child
+    /// columns; None when every one does.
+    pub fn unserved_by(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        keys: &[KeyDef],
+    ) -> FfiResult<Option<String>> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            Ok(c.fks
+                .values()
+                .flatten()
+                .filter(|f| f.parent == name && f.child != name)
+                .find(|f| find_index(keys, &f.parent_cols).is_none())
+                .map(|f| f.child_cols.join(", ")))
+        })
+    }
+
     /// Ends the mark of [`ForeignKeys::keys_pending`] without new keys: the
     /// switch did not happen.
     pub fn keys_settled(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<()> {
@@ -963,6 +984,37 @@ unsafe fn strings(ptr: *const *const c_char, n: usize) -> FfiResult<Vec<String>>
 }
 
 /// # Safety
+/// `keys` as `tdb_table_set_keys` takes them.
+unsafe fn keys_from_c(keys: *const KeyDefC, n_keys: u32) -> FfiResult<Vec<KeyDef>> {
+    // SAFETY: by contract.
+    let keys_c = unsafe { slice(keys, n_keys as usize) }?;
+    let mut keys = Vec::with_capacity(keys_c.len());
+    for k in keys_c {
+        // SAFETY: by contract.
+        let parts_c = unsafe { slice(k.parts, k.n_parts as usize) }?;
+        let mut parts = Vec::with_capacity(parts_c.len());
+        for p in parts_c {
+            parts.push(KeyPart {
+                // SAFETY: by contract.
+                column: unsafe { raw::str(p.column) }?.to_string(),
+                // SAFETY: by contract.
+                type_sig: unsafe { raw::str(p.type_sig) }?.to_string(),
+                length: p.length,
+                flags: p.flags,
+            });
+        }
+        keys.push(KeyDef {
+            engine_index: k.engine_index,
+            flags: k.flags,
+            // SAFETY: by contract.
+            name: unsafe { raw::str(k.name) }?.to_string(),
+            parts,
+        });
+    }
+    Ok(keys)
+}
+
+/// # Safety
 /// Arguments as the header says.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_set_keys(
@@ -979,32 +1031,32 @@ pub unsafe extern "C" fn tdb_table_set_keys(
         // SAFETY: by contract.
         let name = unsafe { raw::str(name) }?;
         // SAFETY: by contract.
-        let keys_c = unsafe { slice(keys, n_keys as usize) }?;
-        let mut keys = Vec::with_capacity(keys_c.len());
-        for k in keys_c {
-            // SAFETY: by contract.
-            let parts_c = unsafe { slice(k.parts, k.n_parts as usize) }?;
-            let mut parts = Vec::with_capacity(parts_c.len());
-            for p in parts_c {
-                parts.push(KeyPart {
-                    // SAFETY: by contract.
-                    column: unsafe { raw::str(p.column) }?.to_string(),
-                    // SAFETY: by contract.
-                    type_sig: unsafe { raw::str(p.type_sig) }?.to_string(),
-                    length: p.length,
-                    flags: p.flags,
-                });
-            }
-            keys.push(KeyDef {
-                engine_index: k.engine_index,
-                flags: k.flags,
-                // SAFETY: by contract.
-                name: unsafe { raw::str(k.name) }?.to_string(),
-                parts,
-            });
-        }
+        let keys = unsafe { keys_from_c(keys, n_keys) }?;
         let e = engine()?;
         e.fks.set_keys(&e.db, e.catalog.cf(), name, keys)
+    })
+}
+
+/// # Safety
+/// Arguments as the header says.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_keys_serve(
+    name: *const c_char,
+    keys: *const KeyDefC,
+    n_keys: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let name = unsafe { raw::str(name) }?;
+        // SAFETY: by contract.
+        let keys = unsafe { keys_from_c(keys, n_keys) }?;
+        let e = engine()?;
+        match e.fks.unserved_by(&e.db, e.catalog.cf(), name, &keys)? {
+            None => Ok(()),
+            Some(cols) => Err(malformed(format!(
+                "({cols}) constraint failed. There is no index in the referenced table where the referenced columns appear as the first columns."
+            ))),
+        }
     })
 }
 
