@@ -8,6 +8,7 @@
 #include "spatial.h"
 #include "wsrep.h"
 #include "sql_table.h"
+#include <algorithm>
 #include <deque>
 #include <string>
 #include <vector>
@@ -189,13 +190,21 @@ void tidesdb::fk_split_path(const char *path, std::string *db, std::string *tabl
   split_path(path, db, table);
 }
 
-int tidesdb::fk_register_keys(const char *name, TABLE *form) {
-  if (is_temporary_path(name)) return 0;
+namespace {
+/* Table form's keys as the constraint catalog records them (tdb_key_def), with
+   the strings and parts they point at. */
+struct Key_defs {
+  std::deque<std::string> strings;
+  std::vector<std::vector<tdb_key_part_def>> parts;
+  std::vector<tdb_key_def> keys;
+  explicit Key_defs(TABLE *form);
+};
+
+Key_defs::Key_defs(TABLE *form) {
   TABLE_SHARE *s = form->s;
   bool hidden_pk = s->primary_key >= MAX_KEY;
-  std::deque<std::string> strings;
-  std::vector<std::vector<tdb_key_part_def>> parts(s->keys);
-  std::vector<tdb_key_def> keys(s->keys);
+  parts.resize(s->keys);
+  keys.resize(s->keys);
   uint next = 1;
   for (uint k = 0; k < s->keys; k++) {
     KEY *key = &form->key_info[k];
@@ -228,7 +237,19 @@ int tidesdb::fk_register_keys(const char *name, TABLE *form) {
     d.n_parts = (uint32_t)parts[k].size();
     d.parts = parts[k].data();
   }
-  return tdb_table_set_keys(name, keys.data(), (uint32_t)keys.size());
+}
+}  // namespace
+
+int tidesdb::fk_register_keys(const char *name, TABLE *form) {
+  if (is_temporary_path(name)) return 0;
+  Key_defs defs(form);
+  return tdb_table_set_keys(name, defs.keys.data(), (uint32_t)defs.keys.size());
+}
+
+bool tidesdb::fk_keys_serve_children(const char *name, TABLE *form) {
+  if (is_temporary_path(name)) return true;
+  Key_defs defs(form);
+  return tdb_fk_keys_serve(name, defs.keys.data(), (uint32_t)defs.keys.size()) == TDB_OK;
 }
 
 int tidesdb::fk_refuse_unsupported(THD *thd) {
@@ -485,6 +506,8 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
   if (!checks_enabled(thd)) return 0;
   if (int err = fk_load()) return err;
   std::string prefix, old_prefix;
+  /* A stale probe pauses about a millisecond. */
+  uint64_t stale_tries = 0, stale_limit = std::max<uint64_t>(statement_lock_wait_ms(thd), 1000);
   for (uint32_t i = 0; i < tdb_fk_list_count(m_fk_child); i++) {
     const tdb_fk_info *fk = tdb_fk_list_get(m_fk_child, i);
     /* The constraint whose ON UPDATE CASCADE writes this row: its parent gets the
@@ -518,9 +541,20 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
       if (null || !changed) continue;
     }
     if (r == 0) {
-      int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)prefix.data(),
-                            prefix.size(), TDB_LOCK_SHARED, fk->parent, fk->parent_index,
-                            (const uint8_t *)prefix.data(), prefix.size());
+      int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, fk->parent_family,
+                            (const uint8_t *)prefix.data(), prefix.size(), TDB_LOCK_SHARED,
+                            fk->parent, fk->parent_index, (const uint8_t *)prefix.data(),
+                            prefix.size());
+      if (st == TDB_STALE) {
+        /* An ALTER of the parent switched its families or keys since the list
+           was made (each stale probe waited a moment): resolve every
+           constraint again, for as long as a lock would be waited for. */
+        if (++stale_tries > stale_limit || thd_killed(thd)) return fail(TDB_STALE);
+        fk_forget();
+        if (int err = fk_load()) return err;
+        i = UINT32_MAX; /* the loop's i++ starts again at 0 */
+        continue;
+      }
       if (st == TDB_OK) {
         if (wsrep_certifies(ha_thd(), table))
           if (int err = wsrep_append_parent_key(ha_thd(), fk->parent, fk->parent_key_name, prefix))
@@ -595,8 +629,11 @@ int ha_tidesdb::fk_check_parent(const uchar *old_rec, const uchar *new_rec) {
     if (r < 0) return fail(TDB_INTERNAL);
     uint32_t rule = new_rec ? fk->on_update : fk->on_delete;
     bool action = rule == FK_OPTION_CASCADE || rule == FK_OPTION_SET_NULL;
-    int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, (const uint8_t *)own.data(),
-                          own.size(), TDB_LOCK_EXCLUSIVE, fk->child, fk->child_index,
+    /* By position: this statement holds the parent's metadata lock, so no ALTER
+       of it switches families or keys under the list. */
+    int st = tdb_fk_probe(trx(), fk->parent, fk->parent_index, TDB_FK_FAMILY_BY_POSITION,
+                          (const uint8_t *)own.data(), own.size(), TDB_LOCK_EXCLUSIVE,
+                          fk->child, fk->child_index,
                           (const uint8_t *)child_prefix.data(), r == 0 ? child_prefix.size() : 0);
     if (r != 0 && st == TDB_OK) continue; /* locked; no child can hold the value */
     if (st == TDB_NOT_FOUND) continue;

@@ -16,6 +16,9 @@ namespace tidesdb {
 /* Records the keys of table `name` (form: its definition) in the engine, so that
    constraints on either side can find the index serving them. */
 int fk_register_keys(const char *name, TABLE *form);
+/* Whether every constraint referencing table name (from another table) finds an
+   index among the keys of form, a new definition of it. */
+bool fk_keys_serve_children(const char *name, TABLE *form);
 
 /* CREATE TABLE / copying ALTER TABLE: before the table is created, refuses the
    constraints of the statement the engine does not enforce (my_error given). */

@@ -575,7 +575,15 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
       ctx->layout.push_back(engine_index(old));
     }
   }
-  if (m_rebuild_planned && (ha_alter_info->online || !m_rebuild_only_if_online)) {
+  /* A parent's new UNIQUE key may come before the key a constraint resolves to
+     and take its place: only the rebuild's switch waits for the children's
+     checks holding locks in the old families (Rebuild::commit_group), so a
+     parent takes it with writes blocked too. */
+  bool parent_unique = m_rebuild_planned &&
+                       (ha_alter_info->handler_flags & ALTER_ADD_UNIQUE_INDEX) &&
+                       referenced_by_foreign_key();
+  if (m_rebuild_planned &&
+      (ha_alter_info->online || !m_rebuild_only_if_online || parent_unique)) {
     /* The old keys the new ones are (a key the old primary key becomes is new). */
     std::vector<uint32_t> sources;
     for (uint32_t l : ctx->layout) sources.push_back(l & TDB_LAYOUT_BUILT ? 0 : l);

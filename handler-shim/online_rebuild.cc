@@ -6,12 +6,15 @@
   ids stay), and whose new columns take a constant default or are generated; a
   table with FOREIGN KEYs (a child) only for FORCE, new indexes and new or moved
   columns (FK_CHILD_REBUILD: the constraints read nothing that changes); a table
-  FOREIGN KEYs reference (a parent) only for FORCE and new or moved columns
-  (FK_PARENT_REBUILD: no index number changes). A child's writes through a
+  FOREIGN KEYs reference (a parent) only for FORCE, index and primary key changes
+  that leave every constraint an index, and new or moved columns
+  (FK_PARENT_REBUILD, FK_PARENT_KEY_CHANGES). A child's writes through a
   parent's cascades are logged as any other: the parent's statement holds the
   child's metadata lock, so the switch waits for it. A child's check locks the
   referenced value in the parent's index family without the parent's metadata
-  lock: the switch waits for those locks (Rebuild::commit_group). Not rebuilt
+  lock: the switch waits for those locks (Rebuild::commit_group), and a check
+  that resolved the constraint before the switch resolves it again (its family
+  is gone: TDB_STALE). Not rebuilt
   online, so copied (LOCK=SHARED): ALTER IGNORE, ADD CONSTRAINT ... CHECK (the
   copy checks every row; InnoDB copies it too), a virtual
   column made a stored base column (its old value is never stored: only the old
@@ -56,6 +59,7 @@
 #include "ha_tidesdb.h"
 #include "online_rebuild.h"
 #include "external_values.h"
+#include "foreign_keys.h"
 #include "key_codec.h"
 #include "row_codec.h"
 
@@ -86,12 +90,22 @@ static const alter_table_operations FK_CHILD_REBUILD =
     ALTER_INDEX_ORDER | ALTER_INDEX_IGNORABILITY;
 
 /* What a rebuild of a table FOREIGN KEY constraints reference (a parent) may
-   change: nothing a child's check reads, and no index number (a check that waited
-   for the switch locks the new family by the number it had). */
+   change: nothing a child's check reads. New indexes may move the one a
+   constraint resolves to, or come before it: a check names the family it
+   resolved to by id, and resolves again once that family is no longer the
+   parent's (tdb_fk_probe's TDB_STALE). */
 static const alter_table_operations FK_PARENT_REBUILD =
-    ALTER_RECREATE | ALTER_ADD_COLUMN | ALTER_STORED_COLUMN_ORDER | ALTER_VIRTUAL_COLUMN_ORDER |
+    ALTER_RECREATE | ALTER_ADD_NON_UNIQUE_NON_PRIM_INDEX | ALTER_ADD_UNIQUE_INDEX |
+    ALTER_ADD_COLUMN | ALTER_STORED_COLUMN_ORDER | ALTER_VIRTUAL_COLUMN_ORDER |
     ALTER_CHANGE_COLUMN_DEFAULT | ALTER_CHANGE_CREATE_OPTION | ALTER_CHANGE_INDEX_COMMENT |
-    ALTER_INDEX_IGNORABILITY;
+    ALTER_INDEX_ORDER | ALTER_INDEX_IGNORABILITY;
+
+/* Key changes of a parent that rebuild online when every constraint referencing
+   it still finds an index in the new definition (fk_keys_serve_children): a
+   check resolves the constraint again after the switch, as for new indexes. */
+static const alter_table_operations FK_PARENT_KEY_CHANGES =
+    ALTER_ADD_PK_INDEX | ALTER_DROP_PK_INDEX | ALTER_DROP_NON_UNIQUE_NON_PRIM_INDEX |
+    ALTER_DROP_UNIQUE_INDEX;
 
 /* Column changes a table with constraints (either side) rebuilds online when no
    constraint reads the changed columns (changed_constraint_column). */
@@ -134,6 +148,15 @@ const char *Online_rebuild::changed_constraint_column(const char *name, TABLE *t
   return "";
 }
 
+/* Whether table name has FOREIGN KEY constraints of its own (is a child). */
+static bool declares_foreign_keys(const char *name) {
+  tdb_fk_list *list = nullptr;
+  if (tdb_fk_list_open(name, 0, &list)) return true; /* unknown: as a child */
+  bool any = tdb_fk_list_count(list) > 0;
+  tdb_fk_list_free(list);
+  return any;
+}
+
 const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                                     Alter_inplace_info *info) {
   if (!h->m_share) return "TidesDB: the table is not open";
@@ -146,12 +169,20 @@ const char *Online_rebuild::refusal(ha_tidesdb *h, TABLE *from, TABLE *to,
                              ALTER_COLUMN_UNVERSIONED))
     return "TidesDB rebuilds online only for changes of columns, indexes and keys";
   /* A child row's check locks the referenced value in the parent's index family
-     by index number (the switch waits for those locks: Rebuild::commit_group). */
-  if (h->referenced_by_foreign_key() && (info->handler_flags & ~(FK_PARENT_REBUILD | FK_COLUMN_CHANGES)))
+     (the switch waits for those locks: Rebuild::commit_group). */
+  bool parent = h->referenced_by_foreign_key();
+  if (parent &&
+      (info->handler_flags & ~(FK_PARENT_REBUILD | FK_PARENT_KEY_CHANGES | FK_COLUMN_CHANGES)))
     return "TidesDB rebuilds a table that FOREIGN KEY constraints reference online only "
-           "for FORCE, new or moved columns and changes of columns no constraint reads";
+           "for FORCE, index and primary key changes, new or moved columns and changes "
+           "of columns no constraint reads";
+  /* The copy reports the constraint that would lose its index (ER_DROP_INDEX_FK). */
+  if (parent && (info->handler_flags & FK_PARENT_KEY_CHANGES) &&
+      !fk_keys_serve_children(h->m_name.c_str(), to))
+    return "TidesDB drops an index a FOREIGN KEY constraint needs by copying the table";
   /* The copy checks the constraints against changed columns and keys. */
-  if (!h->can_switch_engines() && (info->handler_flags & ~(FK_CHILD_REBUILD | FK_COLUMN_CHANGES)))
+  if (declares_foreign_keys(h->m_name.c_str()) &&
+      (info->handler_flags & ~(FK_CHILD_REBUILD | FK_COLUMN_CHANGES)))
     return "TidesDB rebuilds a table with FOREIGN KEY constraints online only for FORCE, "
            "new indexes, new or moved columns and changes of columns no constraint reads";
   if ((h->referenced_by_foreign_key() || !h->can_switch_engines()) &&

@@ -14,9 +14,10 @@ each engine runs, from --threads client threads for --seconds:
     sums must equal the total;
   - foreign keys: a child row inserted for a random parent in a transaction held
     open a moment, or a random parent deleted (refused while referenced) and
-    inserted again, while one more thread rebuilds the parent table online
-    (ALTER TABLE parents FORCE, ALGORITHM=INPLACE, LOCK=NONE) over and over: no
-    child may ever lack its parent.
+    inserted again, while one more thread changes the parent table's keys over and
+    over: an online ADD UNIQUE (before the key the constraint uses: it moves), the
+    same with a new index and FORCE (an online rebuild), and DROP INDEX of both (a
+    copy on TidesDB): no child may ever lack its parent.
 At the end it checks the invariants (total balance, no duplicate codes, no orphan
 child, CHECK TABLE) and prints commits, deadlocks, lock wait timeouts, duplicate-key errors and
 throughput per engine. Exit status 1 if any invariant broke or an unexpected error
@@ -114,7 +115,7 @@ def worker(sock, db, seed, deadline, stats):
                 r = q(conn, "DELETE FROM parents WHERE id = %d" % parent, stats,
                       (ER_ROW_IS_REFERENCED_2, ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT))
                 what = "parent_delete" if not r.err else "referenced" if r.err == ER_ROW_IS_REFERENCED_2 else None
-                q(conn, "INSERT IGNORE INTO parents VALUES (%d)" % parent, stats,
+                q(conn, "INSERT IGNORE INTO parents VALUES (%d, %d, %d)" % (parent, parent, parent), stats,
                   (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT))
             if what is None:
                 what = "deadlock" if r.err == ER_LOCK_DEADLOCK else "lock_timeout"
@@ -134,13 +135,18 @@ def worker(sock, db, seed, deadline, stats):
 
 
 def rebuilder(sock, db, deadline, stats):
-    """Rebuilds the parent table online until the deadline."""
+    """Changes the parent table's keys until the deadline (see the module's text)."""
     conn = Conn(sock, db)
     q(conn, "SET SESSION innodb_lock_wait_timeout = 5", stats)
     q(conn, "SET SESSION tidesdb_lock_wait_timeout = 5", stats)
+    n = 0
     while time.time() < deadline:
-        r = q(conn, "ALTER TABLE parents FORCE, ALGORITHM=INPLACE, LOCK=NONE", stats,
-              (ER_LOCK_WAIT_TIMEOUT,))
+        sql = ["ALTER TABLE parents ADD UNIQUE uw (w), ALGORITHM=INPLACE, LOCK=NONE",
+               "ALTER TABLE parents DROP INDEX uw",
+               "ALTER TABLE parents ADD UNIQUE uw (w), ADD INDEX kw (w), FORCE, ALGORITHM=INPLACE, LOCK=NONE",
+               "ALTER TABLE parents DROP INDEX uw, DROP INDEX kw"][n % 4]
+        n += 1
+        r = q(conn, sql, stats, (ER_LOCK_WAIT_TIMEOUT,))
         stats.add("rebuild" if not r.err else "rebuild_timeout")
     conn.close()
 
@@ -154,10 +160,10 @@ def run_engine(server, engine, threads, seconds, seed):
                 "CREATE TABLE codes (id INT AUTO_INCREMENT PRIMARY KEY, code INT NOT NULL, "
                 "UNIQUE KEY (code)) ENGINE=%s" % engine,
                 "INSERT INTO accounts SELECT seq, %d FROM seq_1_to_%d" % (START_BALANCE, ACCOUNTS),
-                "CREATE TABLE parents (id INT PRIMARY KEY) ENGINE=%s" % engine,
+                "CREATE TABLE parents (id INT PRIMARY KEY, v INT NOT NULL, w INT NOT NULL, KEY kv (v)) ENGINE=%s" % engine,
                 "CREATE TABLE children (id INT AUTO_INCREMENT PRIMARY KEY, p INT NOT NULL, KEY (p), "
-                "FOREIGN KEY (p) REFERENCES parents (id)) ENGINE=%s" % engine,
-                "INSERT INTO parents SELECT seq FROM seq_1_to_%d" % PARENTS):
+                "FOREIGN KEY (p) REFERENCES parents (v)) ENGINE=%s" % engine,
+                "INSERT INTO parents SELECT seq, seq, seq FROM seq_1_to_%d" % PARENTS):
         q(admin, sql, stats)
     deadline = time.time() + seconds
     ts = [threading.Thread(target=worker, args=(server.sock, db, seed * 1000 + i, deadline, stats))
@@ -175,7 +181,7 @@ def run_engine(server, engine, threads, seconds, seed):
     dups = q(admin, "SELECT COUNT(*) - COUNT(DISTINCT code) FROM codes", stats).rows[0][0]
     if int(dups) != 0:
         stats.problem("%s duplicate codes were accepted" % dups)
-    orphans = q(admin, "SELECT COUNT(*) FROM children c LEFT JOIN parents p ON c.p = p.id "
+    orphans = q(admin, "SELECT COUNT(*) FROM children c LEFT JOIN parents p ON c.p = p.v "
                 "WHERE p.id IS NULL", stats).rows[0][0]
     if int(orphans) != 0:
         stats.problem("%s child rows lack their parent" % orphans)

@@ -49,7 +49,8 @@ enum tdb_status {
   TDB_KEY_UNAVAILABLE = 18, /* an encrypted table's key is not in the key management plugin */
   TDB_DISCARDED = 19,     /* the table's data was discarded (DISCARD TABLESPACE) */
   TDB_NOT_DISCARDED = 20, /* IMPORT TABLESPACE of a table that has its data */
-  TDB_SCHEMA_MISMATCH = 21 /* exported files that do not fit the table's definition */
+  TDB_SCHEMA_MISMATCH = 21, /* exported files that do not fit the table's definition */
+  TDB_STALE = 22          /* what the caller resolved against changed: resolve again, retry */
 };
 
 /* The message for the last non-OK status returned on the calling thread. */
@@ -575,6 +576,10 @@ struct tdb_key_def {
 };
 /* Records (or replaces) the keys of table name; a no-op when unchanged. */
 int tdb_table_set_keys(const char *name, const struct tdb_key_def *keys, uint32_t n_keys);
+/* TDB_OK if every constraint referencing table name from another table finds an
+   index among keys (a new definition of name), else TDB_FK_MALFORMED naming the
+   first that does not. */
+int tdb_fk_keys_serve(const char *name, const struct tdb_key_def *keys, uint32_t n_keys);
 
 /* A constraint to add (name NULL: generated, <display>_ibfk_<n>). Table names are
    paths as elsewhere (./db/t); on_delete / on_update are enum_fk_option values. */
@@ -621,6 +626,9 @@ struct tdb_fk_info {
   const char *parent_key_name;
   const struct tdb_fk_part *child_parts;
   const struct tdb_fk_part *parent_parts;
+  /* The id of the parent's family parent_index named when the list was made
+     (TDB_FK_FAMILY_BY_POSITION: the parent is missing); pass it to tdb_fk_probe. */
+  uint64_t parent_family;
 };
 typedef struct tdb_fk_list tdb_fk_list;
 /* The constraints declared on table name (as_parent = 0) or referencing it (1). */
@@ -634,9 +642,14 @@ void tdb_fk_list_free(tdb_fk_list *list);
    name in index lock_index of table lock_table (enum tdb_lock_mode; the key need not
    exist); then TDB_OK if index `index` of table `table` holds an entry starting with
    prefix in the latest committed state (own writes included), TDB_NOT_FOUND if not
-   (also when the table does not exist). */
+   (also when the table does not exist). lock_family: a tdb_fk_info's parent_family
+   (the family locked, and probed when the probe is of the locked index, wherever
+   it now is among the table's), or TDB_FK_FAMILY_BY_POSITION (index lock_index).
+   TDB_STALE: that family is no longer the table's, or the list was made while an
+   ALTER was replacing the table's keys: open the list again and retry. */
 #define TDB_FK_NO_LOCK 0xFFFFFFFFu
-int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index,
+#define TDB_FK_FAMILY_BY_POSITION 0u
+int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index, uint64_t lock_family,
                  const uint8_t *lock_key, size_t lock_key_len, uint32_t lock_mode,
                  const char *table, uint32_t index, const uint8_t *prefix, size_t prefix_len);
 

@@ -36,10 +36,15 @@
 //! A child's check holds no metadata lock on the parent, so an online rebuild of
 //! the parent (`rebuild.rs`), which gives it new families, waits at its switch for
 //! the transactions holding locks in the old ones and keeps new ones out until
-//! the catalog names the new families; a check that waited then takes its lock
-//! again in the new family (`tdb_fk_probe`).
-use std::collections::HashMap;
+//! the catalog names the new families. A check names the parent's family it
+//! resolved the constraint to by the family's id, not by its position (an ALTER
+//! that adds a key before it moves it): a check whose family is no longer the
+//! parent's, or that resolved while the parent's keys were being replaced
+//! ([`ForeignKeys::keys_pending`]), gets `Status::Stale` and resolves again
+//! (`tdb_fk_list_open`, [`parent_family`], [`lock_position`]).
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode};
@@ -291,6 +296,55 @@ struct Cache {
     keys: HashMap<String, Vec<KeyDef>>,
     /// By child table.
     fks: HashMap<String, Vec<ForeignKey>>,
+    /// Tables whose families an ALTER is switching and whose keys are not yet
+    /// recorded again ([`ForeignKeys::keys_pending`]): in memory only (a restart
+    /// ends every switch).
+    pending: HashSet<String>,
+}
+
+/// `parent_family` of a constraint whose parent's position-based lookup is all
+/// there is (the parent table does not exist): the probe locks by position.
+pub const FAMILY_BY_POSITION: u64 = 0;
+/// `parent_family` of a constraint resolved while its parent's keys were being
+/// replaced: every probe through it is stale.
+pub const FAMILY_PENDING: u64 = u64::MAX;
+
+/// The family a child's check of a constraint locks and probes in the parent: the
+/// family at the resolved key's position (`engine_index`) of the parent's family
+/// ids, read once before (`before`) and once after (`after`) the keys were
+/// resolved. None when they differ (a switch happened meanwhile: resolve again).
+/// While the keys are `pending` (the families were switched, the keys not yet
+/// recorded) the resolution names the old definition's positions:
+/// [`FAMILY_PENDING`].
+pub fn parent_family(
+    before: &[u64],
+    after: &[u64],
+    engine_index: u32,
+    pending: bool,
+) -> Option<u64> {
+    if before != after {
+        return None;
+    }
+    if pending {
+        return Some(FAMILY_PENDING);
+    }
+    Some(
+        after
+            .get(engine_index as usize)
+            .copied()
+            .unwrap_or(FAMILY_PENDING),
+    )
+}
+
+/// Where family `family` (a `parent_family`) is among the parent's current
+/// families `current`, or None if it is no longer one of them (the check is
+/// stale). [`FAMILY_BY_POSITION`]: position `index`.
+pub fn lock_position(current: &[u64], family: u64, index: u32) -> Option<usize> {
+    match family {
+        FAMILY_BY_POSITION => Some(index as usize).filter(|&i| i < current.len()),
+        FAMILY_PENDING => None,
+        f => current.iter().position(|&id| id == f),
+    }
 }
 
 /// The constraint catalog (loaded from `__catalog` on first use, then kept in
@@ -419,6 +473,7 @@ impl ForeignKeys {
     pub fn set_keys(&self, db: &Db, cf: &Cf, name: &str, keys: Vec<KeyDef>) -> FfiResult<()> {
         let name = normalize(name);
         self.with(db, cf, |c| {
+            c.pending.remove(name);
             if c.keys.get(name) == Some(&keys) {
                 return Ok(());
             }
@@ -766,6 +821,50 @@ impl ForeignKeys {
         })
     }
 
+    /// Marks table `name`'s keys as being replaced: an ALTER is about to switch
+    /// the table to families of a new definition, whose keys it records after
+    /// the switch (`tdb_table_set_keys`, which ends the mark). Called before the
+    /// switch, so a check that resolves a constraint against the old keys after
+    /// it sees the mark.
+    pub fn keys_pending(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            c.pending.insert(name.to_string());
+            Ok(())
+        })
+    }
+
+    /// The first constraint referencing table `name` from another table that
+    /// finds no index among `keys` (a new definition of `name`), by its child
+    /// columns; None when every one does.
+    pub fn unserved_by(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        name: &str,
+        keys: &[KeyDef],
+    ) -> FfiResult<Option<String>> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            Ok(c.fks
+                .values()
+                .flatten()
+                .filter(|f| f.parent == name && f.child != name)
+                .find(|f| find_index(keys, &f.parent_cols).is_none())
+                .map(|f| f.child_cols.join(", ")))
+        })
+    }
+
+    /// Ends the mark of [`ForeignKeys::keys_pending`] without new keys: the
+    /// switch did not happen.
+    pub fn keys_settled(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<()> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            c.pending.remove(name);
+            Ok(())
+        })
+    }
+
     /// The keys recorded for table `name` (empty if none are).
     pub fn keys(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<Vec<KeyDef>> {
         let name = normalize(name);
@@ -804,13 +903,14 @@ impl ForeignKeys {
     }
 
     /// The indexes serving both sides of `f` (None for a side whose table or
-    /// index is missing).
+    /// index is missing), and whether the parent's keys are being replaced
+    /// ([`ForeignKeys::keys_pending`]).
     pub fn resolve(
         &self,
         db: &Db,
         cf: &Cf,
         f: &ForeignKey,
-    ) -> FfiResult<(Option<Side>, Option<Side>)> {
+    ) -> FfiResult<(Option<Side>, Option<Side>, bool)> {
         self.with(db, cf, |c| {
             let child = c
                 .keys
@@ -820,7 +920,7 @@ impl ForeignKeys {
                 .keys
                 .get(&f.parent)
                 .and_then(|k| find_index(k, &f.parent_cols));
-            Ok((child, parent))
+            Ok((child, parent, c.pending.contains(&f.parent)))
         })
     }
 }
@@ -884,6 +984,37 @@ unsafe fn strings(ptr: *const *const c_char, n: usize) -> FfiResult<Vec<String>>
 }
 
 /// # Safety
+/// `keys` as `tdb_table_set_keys` takes them.
+unsafe fn keys_from_c(keys: *const KeyDefC, n_keys: u32) -> FfiResult<Vec<KeyDef>> {
+    // SAFETY: by contract.
+    let keys_c = unsafe { slice(keys, n_keys as usize) }?;
+    let mut keys = Vec::with_capacity(keys_c.len());
+    for k in keys_c {
+        // SAFETY: by contract.
+        let parts_c = unsafe { slice(k.parts, k.n_parts as usize) }?;
+        let mut parts = Vec::with_capacity(parts_c.len());
+        for p in parts_c {
+            parts.push(KeyPart {
+                // SAFETY: by contract.
+                column: unsafe { raw::str(p.column) }?.to_string(),
+                // SAFETY: by contract.
+                type_sig: unsafe { raw::str(p.type_sig) }?.to_string(),
+                length: p.length,
+                flags: p.flags,
+            });
+        }
+        keys.push(KeyDef {
+            engine_index: k.engine_index,
+            flags: k.flags,
+            // SAFETY: by contract.
+            name: unsafe { raw::str(k.name) }?.to_string(),
+            parts,
+        });
+    }
+    Ok(keys)
+}
+
+/// # Safety
 /// Arguments as the header says.
 #[no_mangle]
 pub unsafe extern "C" fn tdb_table_set_keys(
@@ -900,32 +1031,32 @@ pub unsafe extern "C" fn tdb_table_set_keys(
         // SAFETY: by contract.
         let name = unsafe { raw::str(name) }?;
         // SAFETY: by contract.
-        let keys_c = unsafe { slice(keys, n_keys as usize) }?;
-        let mut keys = Vec::with_capacity(keys_c.len());
-        for k in keys_c {
-            // SAFETY: by contract.
-            let parts_c = unsafe { slice(k.parts, k.n_parts as usize) }?;
-            let mut parts = Vec::with_capacity(parts_c.len());
-            for p in parts_c {
-                parts.push(KeyPart {
-                    // SAFETY: by contract.
-                    column: unsafe { raw::str(p.column) }?.to_string(),
-                    // SAFETY: by contract.
-                    type_sig: unsafe { raw::str(p.type_sig) }?.to_string(),
-                    length: p.length,
-                    flags: p.flags,
-                });
-            }
-            keys.push(KeyDef {
-                engine_index: k.engine_index,
-                flags: k.flags,
-                // SAFETY: by contract.
-                name: unsafe { raw::str(k.name) }?.to_string(),
-                parts,
-            });
-        }
+        let keys = unsafe { keys_from_c(keys, n_keys) }?;
         let e = engine()?;
         e.fks.set_keys(&e.db, e.catalog.cf(), name, keys)
+    })
+}
+
+/// # Safety
+/// Arguments as the header says.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_keys_serve(
+    name: *const c_char,
+    keys: *const KeyDefC,
+    n_keys: u32,
+) -> c_int {
+    guard(|| {
+        // SAFETY: by contract.
+        let name = unsafe { raw::str(name) }?;
+        // SAFETY: by contract.
+        let keys = unsafe { keys_from_c(keys, n_keys) }?;
+        let e = engine()?;
+        match e.fks.unserved_by(&e.db, e.catalog.cf(), name, &keys)? {
+            None => Ok(()),
+            Some(cols) => Err(malformed(format!(
+                "({cols}) constraint failed. There is no index in the referenced table where the referenced columns appear as the first columns."
+            ))),
+        }
     })
 }
 
@@ -1032,6 +1163,7 @@ pub struct FkInfoC {
     pub parent_key_name: *const c_char,
     pub child_parts: *const FkPartC,
     pub parent_parts: *const FkPartC,
+    pub parent_family: u64,
 }
 
 /// One constraint of a `tdb_fk_list`, with the strings its `FkInfoC` points at.
@@ -1053,7 +1185,12 @@ fn cstring(s: &str) -> CString {
     CString::new(s.replace('\0', " ")).unwrap_or_default()
 }
 
-fn list_item(f: &ForeignKey, child: Option<Side>, parent: Option<Side>) -> ListItem {
+fn list_item(
+    f: &ForeignKey,
+    child: Option<Side>,
+    parent: Option<Side>,
+    parent_family: u64,
+) -> ListItem {
     let mut strings: Vec<CString> = vec![
         cstring(&f.name),
         cstring(&f.child),
@@ -1109,6 +1246,7 @@ fn list_item(f: &ForeignKey, child: Option<Side>, parent: Option<Side>) -> ListI
         } else {
             parent_parts.as_ptr()
         },
+        parent_family,
     };
     // The vectors' heap buffers do not move when the item is moved.
     ListItem {
@@ -1136,8 +1274,41 @@ pub unsafe extern "C" fn tdb_fk_list_open(
         let fks = e.fks.list(&e.db, e.catalog.cf(), name, as_parent != 0)?;
         let mut items = Vec::with_capacity(fks.len());
         for f in &fks {
-            let (c, p) = e.fks.resolve(&e.db, e.catalog.cf(), f)?;
-            items.push(list_item(f, c, p));
+            // The parent's families are read before and after its keys: equal,
+            // the keys resolved describe those families (parent_family).
+            // A parent that does not open (dropped, or its encryption key
+            // missing) is looked up by position: the probe reports it.
+            let parent = e.catalog.open_table(&e.db, &f.parent).ok();
+            let ids = || -> Vec<u64> {
+                parent
+                    .as_ref()
+                    .map(|s| s.cfs().iter().map(Cf::id).collect())
+                    .unwrap_or_default()
+            };
+            let mut resolved = None;
+            for _ in 0..RESOLVE_TRIES {
+                let before = ids();
+                let (c, p, pending) = e.fks.resolve(&e.db, e.catalog.cf(), f)?;
+                let family = match (&parent, &p) {
+                    (Some(_), Some(side)) => {
+                        match parent_family(&before, &ids(), side.engine_index, pending) {
+                            Some(family) => family,
+                            None => continue,
+                        }
+                    }
+                    _ => FAMILY_BY_POSITION,
+                };
+                resolved = Some((c, p, family));
+                break;
+            }
+            let (c, p, family) = match resolved {
+                Some(r) => r,
+                None => {
+                    let (c, p, _) = e.fks.resolve(&e.db, e.catalog.cf(), f)?;
+                    (c, p, FAMILY_PENDING)
+                }
+            };
+            items.push(list_item(f, c, p, family));
         }
         let list = Box::into_raw(Box::new(FkList { items }));
         // SAFETY: writable by contract.
@@ -1193,6 +1364,14 @@ pub unsafe extern "C" fn tdb_fk_list_free(list: *mut FkList) {
 /// The lock mode argument of `tdb_fk_probe`: no lock.
 const PROBE_NO_LOCK: u32 = u32::MAX;
 
+/// How often `tdb_fk_list_open` resolves a constraint again when the parent's
+/// families changed meanwhile, before it gives the check a stale family.
+const RESOLVE_TRIES: usize = 3;
+
+/// How long a stale probe waits before it returns: the switch that made it
+/// stale records the new keys right after (its ALTER still holds the parent).
+const STALE_PAUSE: Duration = Duration::from_millis(1);
+
 /// # Safety
 /// Arguments as the header says.
 #[no_mangle]
@@ -1201,6 +1380,7 @@ pub unsafe extern "C" fn tdb_fk_probe(
     trx: *mut Trx,
     lock_table: *const c_char,
     lock_index: u32,
+    lock_family: u64,
     lock_key: *const u8,
     lock_key_len: usize,
     lock_mode: u32,
@@ -1218,6 +1398,9 @@ pub unsafe extern "C" fn tdb_fk_probe(
         let prefix = unsafe { raw::bytes(prefix, prefix_len) }?;
         let e = engine()?;
         let timeout = trx.lock_wait_timeout;
+        // The family locked, which is also the one probed when the probe is of
+        // the locked index (a child's check).
+        let mut locked_cf = None;
         if lock_mode != PROBE_NO_LOCK {
             // SAFETY: as above.
             let lock_table = unsafe { raw::str(lock_table) }?;
@@ -1229,28 +1412,50 @@ pub unsafe extern "C" fn tdb_fk_probe(
             } else {
                 LockMode::Exclusive
             };
+            let ids = |cfs: &[Cf]| -> Vec<u64> { cfs.iter().map(Cf::id).collect() };
             // An online rebuild of the parent switches it to new families once
             // the locks on the old ones are free (Rebuild::commit_group): a lock
             // granted on a family the switch replaced meanwhile (or refused
-            // because it was dropped) is taken again on the new one.
+            // because it was dropped) is stale, as is a family that is no
+            // longer the parent's.
             loop {
-                let cf = locked.cf(lock_index)?;
+                let cfs = locked.cfs();
+                let Some(at) = lock_position(&ids(&cfs), lock_family, lock_index) else {
+                    std::thread::sleep(STALE_PAUSE);
+                    return Err(FfiError::quiet(Status::Stale));
+                };
+                let cf = cfs
+                    .get(at)
+                    .cloned()
+                    .ok_or_else(|| FfiError::new(Status::Invalid, "no such index"))?;
                 let res = trx.txn()?.lock(&cf, lock_key, mode, timeout);
-                if locked.cf(lock_index)?.id() == cf.id() {
+                let now = locked.cfs();
+                if lock_position(&ids(&now), lock_family, lock_index)
+                    .and_then(|i| now.get(i))
+                    .is_some_and(|c| c.id() == cf.id())
+                {
                     res?;
+                    if normalize(lock_table) == normalize(table) && lock_index == index {
+                        locked_cf = Some(cf);
+                    }
                     break;
                 }
             }
         }
-        let shared = match e.catalog.open_table(&e.db, table) {
-            Ok(s) => s,
-            // A parent dropped with foreign_key_checks = 0 has no rows.
-            Err(err) if err.status == Status::NoSuchTable => {
-                return Err(FfiError::quiet(Status::NotFound))
+        let cf = match locked_cf {
+            Some(cf) => cf,
+            None => {
+                let shared = match e.catalog.open_table(&e.db, table) {
+                    Ok(s) => s,
+                    // A parent dropped with foreign_key_checks = 0 has no rows.
+                    Err(err) if err.status == Status::NoSuchTable => {
+                        return Err(FfiError::quiet(Status::NotFound))
+                    }
+                    Err(err) => return Err(err),
+                };
+                shared.cf(index)?
             }
-            Err(err) => return Err(err),
         };
-        let cf = shared.cf(index)?;
         let txn = trx.txn()?;
         let mut it = txn.iter_latest(&cf, IterOptions::default())?;
         it.seek(prefix);
@@ -1274,6 +1479,29 @@ mod tests {
             length: 4,
             flags: 0,
         }
+    }
+
+    #[test]
+    fn parent_family_follows_the_keys_families() {
+        let ids = [10, 11, 12];
+        assert_eq!(parent_family(&ids, &ids, 2, false), Some(12));
+        // resolved against the old keys after the switch: stale on every probe
+        assert_eq!(parent_family(&ids, &ids, 1, true), Some(FAMILY_PENDING));
+        // the families changed while the keys were read: resolve again
+        assert_eq!(parent_family(&ids, &[20, 21, 22, 23], 1, false), None);
+        // a position the families do not have
+        assert_eq!(parent_family(&ids, &ids, 3, false), Some(FAMILY_PENDING));
+    }
+
+    #[test]
+    fn lock_position_finds_the_family_where_it_moved() {
+        // an in-place ADD UNIQUE put a new family (13) before family 11
+        assert_eq!(lock_position(&[10, 13, 11], 11, 1), Some(2));
+        // a rebuild replaced every family
+        assert_eq!(lock_position(&[20, 21, 22], 11, 1), None);
+        assert_eq!(lock_position(&[10, 11], FAMILY_PENDING, 1), None);
+        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 1), Some(1));
+        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 2), None);
     }
 
     #[test]
@@ -1426,7 +1654,7 @@ mod tests {
         let listed = fks.list(&db, &cf, "d/p", true).expect("list");
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].name, "c_ibfk_1");
-        let (c_side, p_side) = fks.resolve(&db, &cf, &listed[0]).expect("resolve");
+        let (c_side, p_side, _) = fks.resolve(&db, &cf, &listed[0]).expect("resolve");
         assert_eq!(c_side.map(|s| s.engine_index), Some(1));
         assert_eq!(p_side.map(|s| s.engine_index), Some(0));
         // A copying ALTER: the rebuilt table inherits, adds one, then is renamed in.

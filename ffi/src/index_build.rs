@@ -174,8 +174,19 @@ impl IndexBuild {
         // writers' too: the server holds the table exclusively).
         let filled = self.db.latest_sequence();
         let e = engine()?;
-        e.catalog
-            .alter_table(&e.db, name, &layout, &self.built, self.columns.take())?;
+        // Positions of the kept indexes may move: until the new keys are
+        // recorded, a check resolving against the old ones must not use them.
+        let temporary = crate::catalog::is_temporary_table(name);
+        if !temporary {
+            e.fks.keys_pending(&e.db, e.catalog.cf(), name)?;
+        }
+        let altered = e
+            .catalog
+            .alter_table(&e.db, name, &layout, &self.built, self.columns.take());
+        if altered.is_err() && !temporary {
+            let _ = e.fks.keys_settled(&e.db, e.catalog.cf(), name);
+        }
+        altered?;
         let nos: Vec<u32> = self.built.iter().map(|(no, _)| *no).collect();
         if !nos.is_empty() {
             e.catalog

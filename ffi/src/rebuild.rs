@@ -212,6 +212,17 @@ impl Rebuild {
             fence.rollback();
             return Err(err.into());
         }
+        // The new definition's keys are recorded after the switch: until then a
+        // check resolving against the old ones must not use the new families.
+        for (i, b) in builds.iter().enumerate() {
+            if let Err(err) = e.fks.keys_pending(&e.db, e.catalog.cf(), &b.name) {
+                for done in &builds[..i] {
+                    let _ = e.fks.keys_settled(&e.db, e.catalog.cf(), &done.name);
+                }
+                fence.rollback();
+                return Err(err);
+            }
+        }
         let installed = e.catalog.install_rebuilt_group(&e.db, &tables, marker);
         fence.rollback();
         // The catalog transaction either committed (every table is the rebuilt
@@ -228,6 +239,10 @@ impl Rebuild {
                 b.shared.defined_at(filled);
                 b.committed = true;
                 b.shared.end_rebuild_log();
+            }
+        } else {
+            for b in builds.iter() {
+                let _ = e.fks.keys_settled(&e.db, e.catalog.cf(), &b.name);
             }
         }
         installed

@@ -37,6 +37,9 @@ pub enum Status {
     NotDiscarded = 20,
     /// Exported files that do not fit the table's definition (ER_TABLE_SCHEMA_MISMATCH).
     SchemaMismatch = 21,
+    /// What the caller resolved against changed (a FOREIGN KEY check's parent
+    /// family, `tdb_fk_probe`): resolve again and retry.
+    Stale = 22,
 }
 
 /// An error on its way to the C side: a status and a message for `tdb_last_error`.
