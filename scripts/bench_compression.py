@@ -15,7 +15,6 @@ mariadbd CPU per query comes with each rate. Only TidesDB runs here: the other
 engines' sizes are in the iibench and sysbench-writes steps.
 """
 import subprocess
-import time
 
 import bench_sbwrites
 
@@ -82,20 +81,13 @@ def run(B, srv, P, out):
 
 
 def one_run(B, srv, P, cmd):
-    """sysbench `cmd` for the step's time after its warm-up: its figures plus mariadbd
-    CPU per query over the measured part."""
-    pid = srv.pid()
-    cmd = cmd + ["--time=%d" % (P["sbw_warm"] + P["sbw_secs"]), "--report-checkpoints=%d" % P["sbw_warm"], "run"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(P["sbw_warm"])
-    start = bench_sbwrites.cpu_seconds(pid)
-    text, _ = proc.communicate()
-    cpu = bench_sbwrites.cpu_seconds(pid) - start
-    st = B.parse_sysbench(text) if proc.returncode == 0 else None
+    """sysbench `cmd` (bench_sbwrites.one_run: the step's time after its warm-up, no
+    disk figures), with mariadbd CPU per query rather than per transaction."""
+    st, _ = bench_sbwrites.one_run(B, srv, P, None, cmd)
     if st is None:
         return None
-    queries = st["qps"] * P["sbw_secs"]
-    st["cpu_us_per_q"] = cpu * 1e6 / queries if queries else None
+    per_tx = st.get("cpu_us_per_tx")
+    st["cpu_us_per_q"] = per_tx * st["tps"] / st["qps"] if per_tx is not None and st["qps"] else None
     return st
 
 
