@@ -60,6 +60,7 @@ grep -E '^\S+\s+w[0-9]+ \[|^Completed|^Failed|fail' "$SCRATCH/mtr.log" | grep -v
 
 rc=$mtr_rc
 n=0
+bad=()
 for t in "$S"/t/*.test; do
   name=$(basename "$t" .test)
   if [ ${#names[@]} -gt 0 ] && ! printf '%s\n' "${names[@]}" | grep -qx "$SUITE.$name"; then continue; fi
@@ -71,14 +72,17 @@ for t in "$S"/t/*.test; do
   theirs=$S/r/$name.result
   if [ ! -f "$theirs" ]; then
     echo "== $name: no InnoDB result recorded"
+    bad+=("$name")
     rc=1
   elif [ ! -f "$mine" ]; then
     echo "== $name: no TidesDB result recorded in mysql-test/$SUITE/r"
+    bad+=("$name")
     rc=1
   elif ! diff -u --label "InnoDB/$name.result" --label "TidesDB/$name.result" \
     "$theirs" "$mine" >"$SCRATCH/$name.diff"; then
     echo "== $name: DIFFERS from InnoDB ($SCRATCH/$name.diff)"
     cat "$SCRATCH/$name.diff"
+    bad+=("$name")
     rc=1
   else
     reason=$(sed -n "s/^$name *: *//p" "$ROOT/mysql-test/$SUITE/disabled.def" 2>/dev/null)
@@ -86,5 +90,7 @@ for t in "$S"/t/*.test; do
     rm -f "$SCRATCH/$name.diff"
   fi
 done
-echo "mtr-vs-innodb: $n tests compared; $([ $rc -eq 0 ] && echo 'all match InnoDB' || echo 'DIFFERENCES found')"
+# The last lines name what failed: CI shows only the end of a long log.
+[ $mtr_rc -eq 0 ] || echo "mtr-vs-innodb: the InnoDB run failed: $(grep -h '^Failing test' "$SCRATCH/mtr.log" || echo "rc $mtr_rc")"
+echo "mtr-vs-innodb: $n tests compared; $([ $rc -eq 0 ] && echo 'all match InnoDB' || echo "DIFFERENCES found: ${bad[*]:-none (the InnoDB run failed)}")"
 exit $rc
