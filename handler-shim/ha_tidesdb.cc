@@ -10,14 +10,29 @@
                                 key   = key columns encoding + primary key
                               unique key without NULL parts:
                                 key   = key columns encoding
-                              value (both kinds), version 1:
-                                u8  header = 0x10 (version 1 << 4) | bit0 unique
+                              value (both kinds), version 2:
+                                u8  header = 0x20 (version 2 << 4) | bit0 unique
                                 [primary key encoding]     only if unique
                                 covered columns, in order: for each key part that
                                   is a whole column (not a prefix part, not a
                                   BLOB/TEXT), then each such primary key column not
-                                  listed yet: u8 1 + Field::pack() image, or u8 0
-                                  if the column is NULL
+                                  listed yet, one of:
+                                    u8 0                     the column is NULL
+                                    u8 1 + Field::pack() image
+                                    u8 2  the value is its key image in the entry
+                                          (the key's own part for that column,
+                                          else the primary key's), decoded by
+                                          key_codec's decode_sort_image
+                              Version 1 (header 0x10) is the same without tag 2;
+                              both are read, version 2 is written. Tag 2 is
+                              written only for a value whose image decodes back to
+                              its own bytes (numbers, temporals: not -0.0, not
+                              strings), which leaves the entry the key's bytes
+                              and a byte per column instead of a second copy of
+                              each. Entries are not rewritten by the upgrade:
+                              each becomes version 2 when its row is written
+                              again (or ALTER TABLE ... FORCE). An older plugin
+                              reports a version 2 entry as corrupt.
   A non-unique key's entry key (key columns, then every primary key column) is what
   the server's extended key (HTON_SUPPORTS_EXTENDED_KEYS: the key's parts + the
   primary key parts it lacks) orders by; key_codec.h (Extended keys) maps its key
@@ -26,8 +41,9 @@
   key: the uniqueness check is one point read, and two transactions inserting the
   same value write the same key, which the engine's conflict check (or lock)
   serialises. The covered columns let an index-only read (keyread) fill every
-  column the server reads from the index without fetching the row; the key
-  encoding itself (collation weights) cannot be decoded.
+  column the server reads from the index without fetching the row; a string's key
+  encoding (collation weights) cannot be decoded, so strings are stored in the
+  value.
 */
 #include "ha_tidesdb.h"
 #include "errors.h"
@@ -45,7 +61,39 @@ using namespace tidesdb;
 static const uint HIDDEN_PK_LEN = 8;
 /* Header byte of a secondary index entry's value (see Format). */
 static const uchar ENTRY_FORMAT_V1 = 0x10;
+static const uchar ENTRY_FORMAT_V2 = 0x20;
+static const uchar ENTRY_VERSION_MASK = 0xF0;
 static const uchar ENTRY_UNIQUE = 0x01;
+/* A covered column's tag in an entry's value (see Format). */
+static const uchar COLUMN_NULL = 0;
+static const uchar COLUMN_PACKED = 1;
+static const uchar COLUMN_IN_KEY = 2;
+
+static bool is_entry_format(uchar header) {
+  uchar v = header & ENTRY_VERSION_MASK;
+  return v == ENTRY_FORMAT_V1 || v == ENTRY_FORMAT_V2;
+}
+
+/* The part of an entry of `key` that holds field f's key image (see Format,
+   tag 2): a whole-column part of the key's own parts, else of the primary key
+   (pk: null for a hidden primary key). */
+struct Image_part {
+  const KEY *key;
+  uint part;
+};
+static bool image_part_of(const KEY *key, const KEY *pk, const Field *f, Image_part *out) {
+  for (const KEY *k : {key, pk}) {
+    if (!k) continue;
+    for (uint p = 0; p < k->user_defined_key_parts; p++) {
+      const KEY_PART_INFO *kp = &k->key_part[p];
+      if (kp->field == f && part_is_covered(kp)) {
+        *out = {k, p};
+        return true;
+      }
+    }
+  }
+  return false;
+}
 
 ha_tidesdb::ha_tidesdb(handlerton *hton, TABLE_SHARE *share) : handler(hton, share) {}
 
@@ -520,18 +568,25 @@ void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *>
   /* NULL never equals NULL, so a key with a NULL part never clashes. */
   out->unique = (key->flags & HA_NOSAME) && !any_null;
   out->value.clear();
-  out->value.push_back((char)(ENTRY_FORMAT_V1 | (out->unique ? ENTRY_UNIQUE : 0)));
+  out->value.push_back((char)(ENTRY_FORMAT_V2 | (out->unique ? ENTRY_UNIQUE : 0)));
   if (out->unique)
     out->value.append(pk);
   else
     out->key.append(pk);
+  const KEY *pk_key =
+      table->s->primary_key < MAX_KEY ? &table->key_info[table->s->primary_key] : nullptr;
   my_ptrdiff_t diff = rec - table->record[0];
   for (Field *f : fields) {
     if (f->is_null_in_record(rec)) {
-      out->value.push_back(0);
+      out->value.push_back(COLUMN_NULL);
       continue;
     }
-    out->value.push_back(1);
+    Image_part src;
+    if (image_part_of(key, pk_key, f, &src) && image_decodes_to_itself(f, rec, table)) {
+      out->value.push_back(COLUMN_IN_KEY);
+      continue;
+    }
+    out->value.push_back(COLUMN_PACKED);
     size_t at = out->value.size();
     out->value.resize(at + f->pack_length() + 8);
     f->move_field_offset(diff);
@@ -541,20 +596,51 @@ void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *>
   }
 }
 
-bool ha_tidesdb::unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len) {
-  if (value_len < 1 || (value[0] & 0xF0) != ENTRY_FORMAT_V1) return false;
-  const uchar *p = value + 1 + ((value[0] & ENTRY_UNIQUE) ? m_pk_len : 0);
+bool ha_tidesdb::unpack_entry_columns(uchar *buf, const uint8_t *key, size_t key_len,
+                                      const uint8_t *value, size_t value_len) {
+  if (value_len < 1 || !is_entry_format(value[0])) return false;
+  bool v2 = (value[0] & ENTRY_VERSION_MASK) == ENTRY_FORMAT_V2;
+  bool unique = value[0] & ENTRY_UNIQUE;
+  const uchar *p = value + 1 + (unique ? m_pk_len : 0);
   const uchar *end = value + value_len;
+  if (p > end || (!unique && key_len < m_pk_len)) return false;
+  /* Where tag 2 finds its images: the key's own parts, then the primary key. */
+  const uchar *pk = unique ? value + 1 : key + key_len - m_pk_len;
+  size_t parts_len = unique ? key_len : key_len - m_pk_len;
+  const KEY *index = &table->key_info[m_cursor_key];
+  const KEY *pk_key = m_hidden_pk ? nullptr : &table->key_info[table->s->primary_key];
   my_ptrdiff_t diff = buf - table->record[0];
   for (Field *f : m_covered[m_cursor_key]) {
     if (p >= end) return false;
-    uchar present = *p++;
-    f->move_field_offset(diff);
-    if (!present) {
+    uchar tag = *p++;
+    if (tag == COLUMN_NULL) {
+      f->move_field_offset(diff);
       f->set_null();
       f->move_field_offset(-diff);
       continue;
     }
+    if (tag == COLUMN_IN_KEY && v2) {
+      Image_part src;
+      if (!image_part_of(index, pk_key, f, &src)) return false;
+      bool in_pk = src.key != index;
+      const uchar *img = in_pk ? part_image(src.key->key_part, src.key->user_defined_key_parts,
+                                            src.part, pk, m_pk_len)
+                               : part_image(src.key->key_part, src.key->user_defined_key_parts,
+                                            src.part, key, parts_len);
+      uchar image[64];
+      uint len = f->sort_length();
+      if (!img || len > sizeof(image)) return false;
+      bool desc = src.key->key_part[src.part].key_part_flag & HA_REVERSE_SORT;
+      for (uint i = 0; i < len; i++) image[i] = desc ? (uchar)~img[i] : img[i];
+      f->move_field_offset(diff);
+      f->set_notnull();
+      bool ok = decode_sort_image(f, image, f->ptr);
+      f->move_field_offset(-diff);
+      if (!ok) return false;
+      continue;
+    }
+    if (tag != COLUMN_PACKED) return false;
+    f->move_field_offset(diff);
     f->set_notnull();
     const uchar *next = f->unpack(f->ptr, p, end, 0);
     f->move_field_offset(-diff);
@@ -566,7 +652,7 @@ bool ha_tidesdb::unpack_entry_columns(uchar *buf, const uint8_t *value, size_t v
 
 bool ha_tidesdb::pk_of_entry(const uint8_t *key, size_t key_len, const uint8_t *value,
                              size_t value_len, const uint8_t **pk) const {
-  if (value_len < 1 || (value[0] & 0xF0) != ENTRY_FORMAT_V1) return false;
+  if (value_len < 1 || !is_entry_format(value[0])) return false;
   if (value[0] & ENTRY_UNIQUE) {
     if (value_len < 1 + (size_t)m_pk_len) return false;
     *pk = value + 1;
@@ -1155,7 +1241,7 @@ int ha_tidesdb::fetch_entry_row(uchar *buf, const uint8_t *k, size_t klen, const
   if (icp || index_only) {
     /* Index-only read (the entry carries every column the server reads), or the
        pushed condition checked on the entry before the row is read. */
-    if (!unpack_entry_columns(buf, v, vlen)) {
+    if (!unpack_entry_columns(buf, k, klen, v, vlen)) {
       m_last_error = "an index entry does not match the table definition";
       sql_print_error("TidesDB: %s (table %s)", m_last_error.c_str(), m_name.c_str());
       return HA_ERR_TIDESDB_CORRUPTION;

@@ -361,7 +361,8 @@ private:
                    const uint8_t **pk) const;
   /* Fills the covered columns (see Format) of the entry value into buf, for a
      keyread of m_cursor_key; false if the value is damaged. */
-  bool unpack_entry_columns(uchar *buf, const uint8_t *value, size_t value_len);
+  bool unpack_entry_columns(uchar *buf, const uint8_t *key, size_t key_len, const uint8_t *value,
+                            size_t value_len);
   int apply_ops(std::vector<tdb_op> &ops, const std::vector<uint> &op_keys);
   /* Galera: the certification keys of a row change just applied (wsrep.cc);
      change is TDB_WSREP_INSERT / UPDATE / DELETE, old_rec / new_rec NULL where

@@ -140,6 +140,89 @@ static void encode_string(const KEY_PART_INFO *kp, Field *f, std::string *out) {
   if (n < dst_len) memset(&(*out)[pos + n], 0, dst_len - n);
 }
 
+bool decode_sort_image(const Field *f, const uchar *img, uchar *to) {
+  uint len = f->pack_length();
+  if (f->sort_length() != len) return false;
+  switch (f->real_type()) {
+  case MYSQL_TYPE_TINY:
+  case MYSQL_TYPE_SHORT:
+  case MYSQL_TYPE_INT24:
+  case MYSQL_TYPE_LONG:
+  case MYSQL_TYPE_LONGLONG:
+  case MYSQL_TYPE_YEAR:
+    /* Big-endian image of the little-endian value, sign bit flipped if signed. */
+    for (uint i = 0; i < len; i++) to[i] = img[len - 1 - i];
+    if (!(f->flags & UNSIGNED_FLAG)) to[len - 1] ^= 0x80;
+    return true;
+  case MYSQL_TYPE_FLOAT:
+  case MYSQL_TYPE_DOUBLE: {
+    /* change_double_for_sort(): 0 is 0x80 00..; a negative number is its
+       big-endian bytes complemented; a positive one has its top 16 bits raised by
+       0x8000 + 2^(15 - exponent bits). */
+    if (len != 4 && len != 8) return false;
+    uchar be[8];
+    bool zero = img[0] == 0x80;
+    for (uint i = 1; i < len; i++) zero = zero && img[i] == 0;
+    if (zero) {
+      memset(to, 0, len);
+      return true;
+    }
+    memcpy(be, img, len);
+    if (!(img[0] & 0x80)) {
+      for (uint i = 0; i < len; i++) be[i] ^= 0xFF;
+    } else {
+      uint16 top = (uint16)((be[0] << 8) | be[1]);
+      top = (uint16)(top - 0x8000 - (len == 4 ? 1 << 7 : 1 << 4));
+      be[0] = (uchar)(top >> 8);
+      be[1] = (uchar)top;
+    }
+    for (uint i = 0; i < len; i++) to[i] = be[len - 1 - i];
+    return true;
+  }
+  case MYSQL_TYPE_NEWDATE:
+    for (uint i = 0; i < len; i++) to[i] = img[len - 1 - i];
+    return true;
+  case MYSQL_TYPE_NEWDECIMAL:
+  case MYSQL_TYPE_DATETIME2:
+  case MYSQL_TYPE_TIMESTAMP2:
+  case MYSQL_TYPE_TIME2:
+    /* Stored in a memcmp-ordered binary form: the image is the stored bytes. */
+    memcpy(to, img, len);
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool image_decodes_to_itself(Field *f, const uchar *rec, TABLE *table) {
+  uint len = f->pack_length();
+  uchar img[64], back[64];
+  if (f->sort_length() != len || len > sizeof(img)) return false;
+  my_ptrdiff_t diff = rec - table->record[0];
+  f->move_field_offset(diff);
+  f->sort_string(img, len);
+  bool same = decode_sort_image(f, img, back) && memcmp(back, f->ptr, len) == 0;
+  f->move_field_offset(-diff);
+  return same;
+}
+
+const uchar *part_image(const KEY_PART_INFO *parts, uint n, uint want, const uchar *enc,
+                        size_t len) {
+  if (want >= n) return nullptr;
+  size_t pos = parts_end(parts, want, enc, len, 0);
+  if (want > 0 && pos == 0) return nullptr;
+  const KEY_PART_INFO *kp = &parts[want];
+  if (kp->null_bit) {
+    if (pos >= len) return nullptr;
+    uchar marker = enc[pos];
+    if (kp->key_part_flag & HA_REVERSE_SORT) marker = (uchar)~marker;
+    if (marker == 0) return nullptr;
+    pos++;
+  }
+  if (pos + image_length(kp) > len) return nullptr;
+  return enc + pos;
+}
+
 static bool encode_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table,
                         std::string *out) {
   Field *f = kp->field;

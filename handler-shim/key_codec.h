@@ -60,6 +60,25 @@ uint encode_key_from_image(TABLE *table, KEY *key, const uchar *image,
    kp->null_bit and HA_REVERSE_SORT say the format). Returns true if it is NULL. */
 bool encode_key_part(const KEY_PART_INFO *kp, const uchar *rec, TABLE *table, std::string *out);
 
+/* Decoding an image back to the column (index entries' covered columns, see
+   ha_tidesdb.cc Format). For integers, FLOAT, DOUBLE, DECIMAL, DATE, and the
+   DATETIME/TIMESTAMP/TIME formats whose sort_string() is a reversible transform of
+   the stored bytes: writes f's stored bytes (pack_length()) for image img
+   (sort_length() bytes, any DESC complement undone) into to and returns true;
+   false for every other type. A value whose image does not decode back to its own
+   bytes (-0.0 and 0.0 share one image) is found by image_decodes_to_itself. */
+bool decode_sort_image(const Field *f, const uchar *img, uchar *to);
+
+/* True if f's value in rec (not NULL) is restored exactly by decode_sort_image
+   from its image. */
+bool image_decodes_to_itself(Field *f, const uchar *rec, TABLE *table);
+
+/* The image (after the null marker; complemented if the part is DESC) of part
+   `want` of parts[0..n) in the encoding enc[0..len), or null if that part is
+   NULL or enc is shorter than the parts. */
+const uchar *part_image(const KEY_PART_INFO *parts, uint n, uint want, const uchar *enc,
+                        size_t len);
+
 /* The largest encoding of the first n_parts parts of key. */
 uint max_encoded_length(const KEY *key, uint n_parts);
 
