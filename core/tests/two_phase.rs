@@ -300,3 +300,53 @@ fn prepared_writes_are_known_per_column_family() {
     db.commit_prepared(b"xid-p").unwrap();
     assert!(!db.has_prepared_writes(&cf), "resolved");
 }
+
+/// A server may let another session resolve an xid as soon as the owning session
+/// starts to go away, before that session's `Txn` is dropped (MariaDB marks the
+/// xid recovered in `trans_xa_detach`, then closes the connection's engine
+/// state): the resolution waits for the hand-over instead of failing, which the
+/// server would not report, leaving the transaction prepared after an
+/// acknowledged XA COMMIT.
+#[test]
+fn resolution_waits_for_the_owner_to_let_go() {
+    let d = tempfile::tempdir().unwrap();
+    let db = Db::open(d.path(), opts()).unwrap();
+    let cf = db.create_cf("t", CfOptions::default()).unwrap();
+    for (xid, commit) in [(&b"xid-w1"[..], true), (&b"xid-w2"[..], false)] {
+        let mut t = db.begin(Isolation::RepeatableRead);
+        t.put(&cf, xid, b"v").unwrap();
+        t.prepare(xid).unwrap();
+        let owner = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(t);
+        });
+        let started = std::time::Instant::now();
+        db.resolve_prepared_waiting(xid, commit, Duration::from_secs(30))
+            .unwrap();
+        assert!(
+            started.elapsed() >= Duration::from_millis(250),
+            "it waited for the owner"
+        );
+        owner.join().unwrap();
+        assert_eq!(get(&db, &cf, xid).is_some(), commit);
+        assert!(!db.has_prepared_writes(&cf));
+        assert!(db.recover_prepared().is_empty());
+    }
+    // An owner that never lets go: the wait ends with the same error as before.
+    let mut t = db.begin(Isolation::RepeatableRead);
+    t.put(&cf, b"k", b"v").unwrap();
+    t.prepare(b"xid-held").unwrap();
+    assert!(matches!(
+        db.resolve_prepared_waiting(b"xid-held", true, Duration::from_millis(200)),
+        Err(Error::InvalidArgument(_))
+    ));
+    // An owner that resolves it itself: the waiter learns the xid is gone.
+    let db2 = db.clone();
+    let waiter = std::thread::spawn(move || {
+        db2.resolve_prepared_waiting(b"xid-held", true, Duration::from_secs(30))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    t.commit().unwrap();
+    assert!(matches!(waiter.join().unwrap(), Err(Error::UnknownXid(_))));
+    assert_eq!(get(&db, &cf, b"k").unwrap(), b"v");
+}

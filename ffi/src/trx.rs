@@ -527,6 +527,13 @@ pub unsafe extern "C" fn tdb_trx_write_wsrep_position(
     })
 }
 
+/// How long XA COMMIT / ROLLBACK of a detached xid waits for the session that
+/// prepared it to release its transaction. The server makes the xid visible to
+/// other sessions (`trans_xa_detach`) before it closes the session's engine state
+/// (`close_connection`), and ignores what `commit_by_xid` returns: resolving it
+/// in that window must wait, or the XA COMMIT is acknowledged and lost.
+const XID_OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// # Safety
 /// `xid` must point to `xid_len` bytes.
 #[no_mangle]
@@ -535,7 +542,9 @@ pub unsafe extern "C" fn tdb_xa_commit(xid: *const u8, xid_len: usize) -> c_int 
         crate::engine::writable()?;
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
-        Ok(engine()?.db.commit_prepared(xid)?)
+        Ok(engine()?
+            .db
+            .resolve_prepared_waiting(xid, true, XID_OWNER_WAIT)?)
     })
 }
 
@@ -547,7 +556,9 @@ pub unsafe extern "C" fn tdb_xa_rollback(xid: *const u8, xid_len: usize) -> c_in
         crate::engine::writable()?;
         // SAFETY: a valid buffer by contract.
         let xid = unsafe { raw::bytes(xid, xid_len) }?;
-        Ok(engine()?.db.rollback_prepared(xid)?)
+        Ok(engine()?
+            .db
+            .resolve_prepared_waiting(xid, false, XID_OWNER_WAIT)?)
     })
 }
 

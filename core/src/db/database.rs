@@ -22,6 +22,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Immutable memtables per column family before writers stall.
 pub(crate) const MAX_IMMS: usize = 4;
@@ -79,6 +80,9 @@ pub(crate) struct DbInner {
     pub(super) locks: Arc<crate::txn::lock::LockManager>,
     pub(super) next_txn_id: AtomicU64,
     pub(super) prepared: Mutex<PreparedState>,
+    /// Signalled when a prepared transaction's `Txn` hands it over
+    /// (`detach_prepared`), for resolutions waiting on that.
+    pub(super) prepared_detached: parking_lot::Condvar,
     /// Default spill threshold of new transactions' write sets (bytes).
     pub(super) spill_threshold: std::sync::atomic::AtomicUsize,
     /// `use_direct_reads` on and accepted by the filesystem.
@@ -304,13 +308,22 @@ impl Db {
     /// (durable per the sync mode, then visible; releases its locks).
     /// `Error::UnknownXid` if no such unresolved, detached xid exists.
     pub fn commit_prepared(&self, xid: &[u8]) -> Result<()> {
-        self.inner().resolve_detached(xid, true)
+        self.inner().resolve_detached(xid, true, Duration::ZERO)
+    }
+
+    /// As [`Db::commit_prepared`] (`commit`) or [`Db::rollback_prepared`], but an
+    /// xid still owned by a live `Txn` is waited for, up to `wait`, until that
+    /// `Txn` is dropped. For a server that lets another session resolve an xid
+    /// as soon as its own session starts to go away, before that session's
+    /// transaction object is released.
+    pub fn resolve_prepared_waiting(&self, xid: &[u8], commit: bool, wait: Duration) -> Result<()> {
+        self.inner().resolve_detached(xid, commit, wait)
     }
 
     /// Rolls back a prepared transaction listed by [`Db::recover_prepared`]
     /// (releases its locks). `Error::UnknownXid` if unknown.
     pub fn rollback_prepared(&self, xid: &[u8]) -> Result<()> {
-        self.inner().resolve_detached(xid, false)
+        self.inner().resolve_detached(xid, false, Duration::ZERO)
     }
 
     /// Queues a blind put of `key` in `cf` and returns without waiting: no

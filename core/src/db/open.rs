@@ -620,6 +620,7 @@ impl DbInner {
             locks: Arc::new(crate::txn::lock::LockManager::new()),
             next_txn_id: AtomicU64::new(1),
             prepared: Mutex::new(PreparedState::default()),
+            prepared_detached: parking_lot::Condvar::new(),
             spill_threshold: std::sync::atomic::AtomicUsize::new(DEFAULT_SPILL_THRESHOLD),
             dio,
             vlog_gc_permille: AtomicU64::new((DEFAULT_VLOG_GC_RATIO * 1000.0) as u64),

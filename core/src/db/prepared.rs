@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A prepared (2PC), unresolved transaction known to the database.
 pub(crate) struct PreparedEntry {
@@ -60,19 +61,35 @@ impl PreparedTxn {
 
 impl DbInner {
     /// Resolves a detached / recovered prepared transaction.
-    pub(super) fn resolve_detached(&self, xid: &[u8], commit: bool) -> Result<()> {
+    pub(super) fn resolve_detached(&self, xid: &[u8], commit: bool, wait: Duration) -> Result<()> {
         self.check_writable()?;
         let (owner, keys, ops) = {
             let mut p = self.prepared.lock();
-            let e = match p.by_xid.get_mut(xid) {
-                Some(e) if !e.resolving => e,
-                _ => return Err(Error::UnknownXid(xid.to_vec())),
+            let deadline = Instant::now() + wait;
+            let ops = loop {
+                match p.by_xid.get(xid) {
+                    Some(e) if !e.resolving => {
+                        if let Some(ops) = &e.ops {
+                            break ops.clone();
+                        }
+                    }
+                    _ => return Err(Error::UnknownXid(xid.to_vec())),
+                }
+                if wait.is_zero()
+                    || self
+                        .prepared_detached
+                        .wait_until(&mut p, deadline)
+                        .timed_out()
+                {
+                    return Err(Error::InvalidArgument(
+                        "prepared transaction is owned by a live Txn; resolve it through the Txn"
+                            .into(),
+                    ));
+                }
             };
-            let Some(ops) = e.ops.clone() else {
-                return Err(Error::InvalidArgument(
-                    "prepared transaction is owned by a live Txn; resolve it through the Txn"
-                        .into(),
-                ));
+            let e = match p.by_xid.get_mut(xid) {
+                Some(e) => e,
+                None => return Err(Error::UnknownXid(xid.to_vec())),
             };
             if !e.spill.is_empty() {
                 let (owner, keys) = (e.owner, e.keys.clone());
@@ -275,6 +292,7 @@ impl DbInner {
                     }
                 }
                 drop(p);
+                self.prepared_detached.notify_all();
                 for (_, t) in &spill {
                     let _ = crate::io::remove_file(&t.path);
                     self.cache.evict_file(t.file_no);
@@ -294,12 +312,14 @@ impl DbInner {
     /// database (its `Txn` goes away unresolved). False when `xid` is not
     /// prepared here.
     pub(crate) fn detach_prepared(&self, xid: &[u8], ops: Vec<Op>) -> bool {
-        match self.prepared.lock().by_xid.get_mut(xid) {
+        let found = match self.prepared.lock().by_xid.get_mut(xid) {
             Some(e) => {
                 e.ops = Some(ops);
                 true
             }
             None => false,
-        }
+        };
+        self.prepared_detached.notify_all();
+        found
     }
 }

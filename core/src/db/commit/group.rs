@@ -385,6 +385,9 @@ impl DbInner {
                     }
                 }
             }
+            drop(p);
+            // A resolution waiting for the xid's owner learns it is gone.
+            self.prepared_detached.notify_all();
         }
         if !new_prepared.is_empty() {
             let mut p = self.prepared.lock();
