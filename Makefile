@@ -138,11 +138,17 @@ test-vs-innodb: plugin
 # a node joined by SST (wsrep_sst_method=tidesdb) under writes, an SST user of its
 # own, a node joined by mysqldump SST under writes, parallel appliers, keys of
 # rows changed by foreign key actions
-# (mysql-test/tidesdb_galera, 14 tests; ~4 min).
+# (mysql-test/tidesdb_galera, 14 tests; ~4 min). MARIADB=11.8: the same suite on
+# Debian 13's 11.8 with its galera-4 and mariadb-backup (both in the Debian 13 root);
+# not in test-11.8 yet: 12 of 14 pass there; sst_user (the donor's mariadb-backup
+# connects as root, not as wsrep_sst_auth's user) and sst_mysqldump (the joiner never
+# becomes ready) fail.
 test-galera: plugin
+ifneq ($(MARIADB),11.8)
 	@bash scripts/setup-galera.sh
+endif
 	@bash tools/sst/test-joiner-checks.sh
-	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera MTR_PARALLEL=1 bash scripts/mtr.sh
+	MTR_SUITES=tidesdb_galera MTR_VAR=$(CURDIR)/target/mtr-galera$(if $(filter 11.8,$(MARIADB)),-11.8) MTR_PARALLEL=1 bash scripts/mtr.sh
 
 
 clean:
