@@ -658,6 +658,11 @@ void tdb_fk_list_free(tdb_fk_list *list);
 int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index, uint64_t lock_family,
                  const uint8_t *lock_key, size_t lock_key_len, uint32_t lock_mode,
                  const char *table, uint32_t index, const uint8_t *prefix, size_t prefix_len);
+/* After a child's check got TDB_STALE from tdb_fk_probe: TDB_OK to open the list
+   again and retry, else the status to fail the check with (the retries ran for the
+   statement's lock wait, lock_wait_ms, or killed != 0). *tries counts the stale
+   probes of the check: 0 before its first. */
+int tdb_fk_stale_retry(uint64_t *tries, uint64_t lock_wait_ms, int killed);
 
 /* ---- FULLTEXT (ffi/src/fulltext.rs: tokenizer, format, ranking) -------------- */
 

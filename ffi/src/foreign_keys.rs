@@ -1458,6 +1458,54 @@ const RESOLVE_TRIES: usize = 3;
 /// stale records the new keys right after (its ALTER still holds the parent).
 const STALE_PAUSE: Duration = Duration::from_millis(1);
 
+/// Stale probes a child's check goes on after, at least: each pauses
+/// [`STALE_PAUSE`], so about a second.
+const STALE_MIN_TRIES: u64 = 1000;
+
+/// Whether a child's check whose probe was stale (`Status::Stale`) resolves its
+/// constraints again and retries, after `*tries` stale probes so far (counted
+/// here). A parent's ALTER ends its switch by recording the new keys, so
+/// staleness lasts about as long as a lock wait for the switch: the check goes
+/// on for as many stale probes as the statement's lock wait has milliseconds
+/// (each probe pauses about one), at least [`STALE_MIN_TRIES`], and then fails as
+/// a lock wait that timed out; at once when the statement was killed.
+pub fn stale_retry(tries: &mut u64, lock_wait_ms: u64, killed: bool) -> FfiResult<()> {
+    *tries = tries.saturating_add(1);
+    if killed {
+        return Err(FfiError::new(
+            Status::LockTimeout,
+            "a FOREIGN KEY check was interrupted while an ALTER TABLE replaced the parent's keys",
+        ));
+    }
+    if *tries > lock_wait_ms.max(STALE_MIN_TRIES) {
+        return Err(FfiError::new(
+            Status::LockTimeout,
+            "a FOREIGN KEY check waited for an ALTER TABLE of the parent to record its keys \
+             for longer than the lock wait",
+        ));
+    }
+    Ok(())
+}
+
+/// `stale_retry` for the shim: TDB_OK to resolve again and retry, else the
+/// status to fail the check with.
+///
+/// # Safety
+/// `tries` points at the caller's counter, 0 before the check's first stale probe.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_stale_retry(
+    tries: *mut u64,
+    lock_wait_ms: u64,
+    killed: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live counter by contract.
+        let tries = unsafe { tries.as_mut() }
+            .ok_or_else(|| FfiError::new(Status::Invalid, "NULL stale probe counter"))?;
+        stale_retry(tries, lock_wait_ms, killed != 0)
+    })
+}
+
 /// # Safety
 /// Arguments as the header says.
 #[no_mangle]
@@ -1582,6 +1630,29 @@ mod tests {
         assert_eq!(parent_family(&ids, &[20, 21, 22, 23], 1, false), None);
         // a position the families do not have
         assert_eq!(parent_family(&ids, &ids, 3, false), Some(FAMILY_PENDING));
+    }
+
+    #[test]
+    fn stale_checks_retry_for_the_lock_wait() {
+        let mut tries = 0;
+        for _ in 0..5000 {
+            assert!(stale_retry(&mut tries, 5000, false).is_ok());
+        }
+        let err = stale_retry(&mut tries, 5000, false).expect_err("gave up");
+        assert_eq!(err.status, Status::LockTimeout);
+        // a short lock wait still retries for about a second
+        let mut tries = 0;
+        for _ in 0..STALE_MIN_TRIES {
+            assert!(stale_retry(&mut tries, 0, false).is_ok());
+        }
+        assert!(stale_retry(&mut tries, 0, false).is_err());
+        // a killed statement stops at once
+        let mut tries = 0;
+        let err = stale_retry(&mut tries, 5000, true).expect_err("killed");
+        assert_eq!(err.status, Status::LockTimeout);
+        // the counter does not wrap
+        let mut tries = u64::MAX;
+        assert!(stale_retry(&mut tries, u64::MAX, false).is_ok());
     }
 
     #[test]
