@@ -524,6 +524,12 @@ impl TableShared {
         self.renames.load(Ordering::Acquire)
     }
 
+    /// `f` of [`Self::cfs`] without copying them (under the table state's read
+    /// lock: `f` must not wait).
+    pub fn with_cfs<R>(&self, f: impl FnOnce(&[Cf]) -> R) -> R {
+        f(&self.state.read().cfs)
+    }
+
     pub fn blob_cf(&self) -> Cf {
         self.state.read().blob_cf.clone()
     }

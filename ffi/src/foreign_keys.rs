@@ -343,12 +343,17 @@ pub fn parent_family(
 /// longer one of them or has moved (the check is stale: a key added before it
 /// may now serve the constraint, and the parent's changes lock that key's
 /// family). [`FAMILY_BY_POSITION`]: position `index`.
-pub fn lock_position(current: &[u64], family: u64, index: u32) -> Option<usize> {
-    let at = Some(index as usize).filter(|&i| i < current.len());
+pub fn lock_position<I>(current: I, family: u64, index: u32) -> Option<usize>
+where
+    I: IntoIterator<Item = u64>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let mut ids = current.into_iter();
+    let at = Some(index as usize).filter(|&i| i < ids.len());
     match family {
         FAMILY_BY_POSITION => at,
         FAMILY_PENDING => None,
-        f => at.filter(|&i| current[i] == f),
+        f => at.filter(|&i| ids.nth(i) == Some(f)),
     }
 }
 
@@ -1551,28 +1556,29 @@ pub unsafe extern "C" fn tdb_fk_probe(
             // in-place index change that moves them likewise
             // (IndexBuild::commit): a lock granted on a family the switch
             // replaced or moved meanwhile (or refused because it was dropped)
-            // is stale, as is a family that is no longer the parent's.
-            let ids = |cfs: &[Cf]| -> Vec<u64> { cfs.iter().map(Cf::id).collect() };
+            // is stale, as is a family that is no longer the parent's. (The
+            // families are read in place: this runs for every child row.)
             let renames = locked.renames();
             loop {
-                let cfs = locked.cfs();
-                let Some(at) = lock_position(&ids(&cfs), lock_family, lock_index) else {
+                let found = locked.with_cfs(|cfs| {
+                    lock_position(cfs.iter().map(Cf::id), lock_family, lock_index)
+                        .map(|at| cfs.get(at).cloned())
+                });
+                let Some(cf) = found else {
                     std::thread::sleep(STALE_PAUSE);
                     return Err(FfiError::quiet(Status::Stale));
                 };
-                let cf = cfs
-                    .get(at)
-                    .cloned()
-                    .ok_or_else(|| FfiError::new(Status::Invalid, "no such index"))?;
+                let cf = cf.ok_or_else(|| FfiError::new(Status::Invalid, "no such index"))?;
                 let res = trx.txn()?.lock(&cf, lock_key, mode, timeout);
-                let now = locked.cfs();
                 // A copying ALTER TABLE renamed the table away meanwhile
                 // (ForeignKeys::fence_rename): its name is another table's now.
-                if locked.renames() == renames
-                    && lock_position(&ids(&now), lock_family, lock_index)
-                        .and_then(|i| now.get(i))
-                        .is_some_and(|c| c.id() == cf.id())
-                {
+                let still = locked.renames() == renames
+                    && locked.with_cfs(|now| {
+                        lock_position(now.iter().map(Cf::id), lock_family, lock_index)
+                            .and_then(|i| now.get(i))
+                            .is_some_and(|c| c.id() == cf.id())
+                    });
+                if still {
                     res?;
                     if normalize(lock_table) == normalize(table) && lock_index == index {
                         locked_cf = Some(cf);
@@ -1657,16 +1663,16 @@ mod tests {
 
     #[test]
     fn lock_position_wants_the_family_where_it_was_resolved() {
-        assert_eq!(lock_position(&[10, 11, 12], 11, 1), Some(1));
+        assert_eq!(lock_position([10, 11, 12], 11, 1), Some(1));
         // an in-place ADD UNIQUE put a new family (13) before family 11, which
         // may now serve the constraint instead: stale
-        assert_eq!(lock_position(&[10, 13, 11], 11, 1), None);
-        assert_eq!(lock_position(&[10], 11, 1), None);
+        assert_eq!(lock_position([10, 13, 11], 11, 1), None);
+        assert_eq!(lock_position([10], 11, 1), None);
         // a rebuild replaced every family
-        assert_eq!(lock_position(&[20, 21, 22], 11, 1), None);
-        assert_eq!(lock_position(&[10, 11], FAMILY_PENDING, 1), None);
-        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 1), Some(1));
-        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 2), None);
+        assert_eq!(lock_position([20, 21, 22], 11, 1), None);
+        assert_eq!(lock_position([10, 11], FAMILY_PENDING, 1), None);
+        assert_eq!(lock_position([10, 11], FAMILY_BY_POSITION, 1), Some(1));
+        assert_eq!(lock_position([10, 11], FAMILY_BY_POSITION, 2), None);
     }
 
     #[test]
