@@ -924,25 +924,25 @@ impl ForeignKeys {
         })
     }
 
-    /// Before table `from` (whose index families are `families`) is renamed to
-    /// `to`. A copying ALTER TABLE renames the table to a temporary name, its
-    /// copy to the table's name, and drops the old table; a child's check locks
-    /// the referenced value in the parent's family without the parent's
-    /// metadata lock, so a check that locked a family of the old table would
-    /// not keep a change of the copy from removing the value. So the first
-    /// rename of a table constraints of other tables reference to a temporary
-    /// name first waits (up to `lock_wait`) for the checks holding locks in its
-    /// families, and keeps new ones out until [`ForeignKeys::end_fences`]
-    /// (the copy has the name, or the old table is gone or back): a check that
-    /// waited finds the table renamed and resolves again (`tdb_fk_probe`).
-    /// The fence to hold once the rename is done ([`ForeignKeys::hold_fence`]).
+    /// Before table `from` is renamed to `to`. A copying ALTER TABLE renames
+    /// the table to a temporary name, its copy to the table's name, and drops
+    /// the old table; a child's check locks the referenced value in the
+    /// parent's family without the parent's metadata lock, so a check that
+    /// locked a family of the old table would not keep a change of the copy
+    /// from removing the value. So the first rename of a table constraints
+    /// reference to a temporary name first waits (up to `lock_wait`) for the
+    /// checks holding locks in its index families (`families`, read only then)
+    /// and keeps new ones out until [`ForeignKeys::end_fences`] (the copy has
+    /// the name, or the old table is gone or renamed back): a check that waited
+    /// finds the table renamed and resolves again (`tdb_fk_probe`). Returns
+    /// the fence to hold once the rename is done ([`ForeignKeys::hold_fence`]).
     pub fn fence_rename(
         &self,
         db: &Db,
         cf: &Cf,
         from: &str,
         to: &str,
-        families: &[Cf],
+        families: impl FnOnce() -> Vec<Cf>,
         lock_wait: Duration,
     ) -> FfiResult<Option<Txn>> {
         let (from, to) = (normalize(from), normalize(to));
@@ -950,7 +950,7 @@ impl ForeignKeys {
             return Ok(None);
         }
         let mut txn = db.begin(Isolation::ReadCommitted);
-        if let Err(err) = txn.lock_tables(families, LockMode::Exclusive, lock_wait) {
+        if let Err(err) = txn.lock_tables(&families(), LockMode::Exclusive, lock_wait) {
             txn.rollback();
             return Err(err.into());
         }

@@ -410,16 +410,19 @@ pub unsafe extern "C" fn tdb_table_rename(
         // SAFETY: NUL-terminated by contract.
         let to = unsafe { raw::str(to) }?;
         let e = engine()?;
-        let families = match e.catalog.open_table(&e.db, from) {
-            Ok(t) => t.cfs(),
-            Err(_) => Vec::new(),
+        // A table that does not open is locked by no check either.
+        let families = || {
+            e.catalog
+                .open_table(&e.db, from)
+                .map(|t| t.cfs())
+                .unwrap_or_default()
         };
         let fence = e.fks.fence_rename(
             &e.db,
             e.catalog.cf(),
             from,
             to,
-            &families,
+            families,
             Duration::from_millis(lock_wait_ms),
         )?;
         // The constraint entries follow in the catalog's transaction.
