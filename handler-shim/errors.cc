@@ -33,7 +33,8 @@ int to_ha_error(int status, THD *thd) {
   case TDB_DISCARDED: return HA_ERR_TABLESPACE_MISSING;
   case TDB_NOT_DISCARDED: return HA_ERR_TABLESPACE_EXISTS;
   case TDB_SCHEMA_MISMATCH: return HA_ERR_TABLE_DEF_CHANGED;
-  /* A FOREIGN KEY check that stayed stale (fk_check_child) for the lock wait. */
+  /* A FOREIGN KEY check's probe (fk_check_child retries it while
+     tdb_fk_stale_retry says so). */
   case TDB_STALE: return HA_ERR_LOCK_WAIT_TIMEOUT;
   case TDB_INVALID:
   case TDB_INTERNAL:

@@ -506,8 +506,7 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
   if (!checks_enabled(thd)) return 0;
   if (int err = fk_load()) return err;
   std::string prefix, old_prefix;
-  /* A stale probe pauses about a millisecond. */
-  uint64_t stale_tries = 0, stale_limit = std::max<uint64_t>(statement_lock_wait_ms(thd), 1000);
+  uint64_t stale_tries = 0;
   for (uint32_t i = 0; i < tdb_fk_list_count(m_fk_child); i++) {
     const tdb_fk_info *fk = tdb_fk_list_get(m_fk_child, i);
     /* The constraint whose ON UPDATE CASCADE writes this row: its parent gets the
@@ -547,9 +546,10 @@ int ha_tidesdb::fk_check_child(const uchar *old_rec, const uchar *new_rec) {
                             prefix.size());
       if (st == TDB_STALE) {
         /* An ALTER of the parent switched its families or keys since the list
-           was made (each stale probe waited a moment): resolve every
-           constraint again, for as long as a lock would be waited for. */
-        if (++stale_tries > stale_limit || thd_killed(thd)) return fail(TDB_STALE);
+           was made: resolve every constraint again, while the engine says so. */
+        if (int give_up = tdb_fk_stale_retry(&stale_tries, statement_lock_wait_ms(thd),
+                                             thd_killed(thd) != 0))
+          return fail(give_up);
         fk_forget();
         if (int err = fk_load()) return err;
         i = UINT32_MAX; /* the loop's i++ starts again at 0 */

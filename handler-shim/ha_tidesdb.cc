@@ -304,7 +304,7 @@ int ha_tidesdb::delete_table(const char *name) {
 }
 
 int ha_tidesdb::rename_table(const char *from, const char *to) {
-  int st = tdb_table_rename(from, to);
+  int st = tdb_table_rename(from, to, statement_lock_wait_ms(ha_thd()));
   return st ? fail(st) : 0;
 }
 

@@ -576,9 +576,10 @@ bool ha_tidesdb::prepare_inplace_alter_table(TABLE *altered_table,
     }
   }
   /* A parent's new UNIQUE key may come before the key a constraint resolves to
-     and take its place: only the rebuild's switch waits for the children's
-     checks holding locks in the old families (Rebuild::commit_group), so a
-     parent takes it with writes blocked too. */
+     and take its place: the switch waits for the children's checks holding
+     locks in the old families (Rebuild::commit_group, and IndexBuild::commit
+     where a table that cannot be rebuilt builds it in place), so a parent that
+     can be rebuilt takes it by a rebuild with writes blocked too. */
   bool parent_unique = m_rebuild_planned &&
                        (ha_alter_info->handler_flags & ALTER_ADD_UNIQUE_INDEX) &&
                        referenced_by_foreign_key();
@@ -1007,7 +1008,7 @@ bool ha_tidesdb::commit_inplace_alter_table(TABLE *altered_table, Alter_inplace_
     }
   }
   int st = tdb_index_build_commit(ctx->build, m_name.c_str(), ctx->layout.data(),
-                                  ctx->layout.size());
+                                  ctx->layout.size(), statement_lock_wait_ms(ha_thd()));
   if (st) {
     print_error(fail(st), MYF(0));
     return true;

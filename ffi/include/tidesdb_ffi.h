@@ -177,7 +177,11 @@ int tdb_table_create_columns(const char *name, uint32_t n_indexes, uint64_t auto
                              const struct tdb_table_options *opts, const uint32_t *ids,
                              const uint8_t *flags, size_t n_columns);
 int tdb_table_drop(const char *name);
-int tdb_table_rename(const char *from, const char *to);
+/* lock_wait_ms: how long the first rename of a copying ALTER TABLE of a table
+   FOREIGN KEYs reference waits for the children's checks holding locks in its
+   families (TDB_LOCK_TIMEOUT: not renamed); they wait until the copy has the
+   name or the old table is dropped (ffi/src/foreign_keys.rs, fence_rename). */
+int tdb_table_rename(const char *from, const char *to, uint64_t lock_wait_ms);
 /* Empties the table (new empty column families) and resets its counters. */
 int tdb_table_truncate(const char *name);
 /* Drops every table whose name starts with db_path ("./db/"), for DROP DATABASE. */
@@ -296,14 +300,16 @@ uint64_t tdb_build_pace_us(uint64_t rows_done, uint64_t elapsed_us, uint64_t row
  * is the i-th secondary index of the new definition, either an existing index
  * (1..n_indexes of the current definition) or TDB_LAYOUT_BUILT | slot. Indexes of
  * the current definition missing from layout are dropped (space reclaimed at once).
- * The table's saved statistics are discarded. */
+ * When kept indexes move and FOREIGN KEYs reference the table, the commit first
+ * waits up to lock_wait_ms for the children's checks holding locks in its families
+ * (TDB_LOCK_TIMEOUT: nothing changed). The table's saved statistics are discarded. */
 typedef struct tdb_index_build tdb_index_build;
 #define TDB_LAYOUT_BUILT 0x80000000u
 int tdb_index_build_begin(const char *name, uint32_t n, tdb_index_build **out);
 int tdb_index_build_put(tdb_index_build *build, uint32_t slot, const uint8_t *key,
                         size_t key_len, const uint8_t *value, size_t value_len, int unique);
 int tdb_index_build_commit(tdb_index_build *build, const char *name, const uint32_t *layout,
-                           size_t n);
+                           size_t n, uint64_t lock_wait_ms);
 void tdb_index_build_free(tdb_index_build *build);
 /* Makes the commit also install the table's next column definition version: its i-th
    stored column (of n) is the current version's stored column sources[i], or a new
@@ -652,6 +658,11 @@ void tdb_fk_list_free(tdb_fk_list *list);
 int tdb_fk_probe(tdb_trx *trx, const char *lock_table, uint32_t lock_index, uint64_t lock_family,
                  const uint8_t *lock_key, size_t lock_key_len, uint32_t lock_mode,
                  const char *table, uint32_t index, const uint8_t *prefix, size_t prefix_len);
+/* After a child's check got TDB_STALE from tdb_fk_probe: TDB_OK to open the list
+   again and retry, else the status to fail the check with (the retries ran for the
+   statement's lock wait, lock_wait_ms, or killed != 0). *tries counts the stale
+   probes of the check: 0 before its first. */
+int tdb_fk_stale_retry(uint64_t *tries, uint64_t lock_wait_ms, int killed);
 
 /* ---- FULLTEXT (ffi/src/fulltext.rs: tokenizer, format, ranking) -------------- */
 

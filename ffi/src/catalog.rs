@@ -298,6 +298,10 @@ pub struct TableShared {
     /// [`TableShared::readable_at`]); kept in memory only: after a restart no
     /// snapshot is older.
     defined: Mutex<DefinedAt>,
+    /// How often the table was renamed: a FOREIGN KEY check that locked a
+    /// family of the table it opened by name sees that name now names another
+    /// table (`tdb_fk_probe`).
+    renames: AtomicU64,
     db: Db,
     catalog_cf: Cf,
 }
@@ -373,6 +377,7 @@ impl TableShared {
             rebuild_log: Mutex::new(None),
             rebuild_logging: AtomicBool::new(false),
             defined: Mutex::new(DefinedAt::default()),
+            renames: AtomicU64::new(0),
             db,
             catalog_cf,
         }))
@@ -512,6 +517,17 @@ impl TableShared {
     /// Rows, then secondary indexes (not the external values: see [`Self::blob_cf`]).
     pub fn cfs(&self) -> Vec<Cf> {
         self.state.read().cfs.clone()
+    }
+
+    /// How often the table was renamed since it was opened.
+    pub fn renames(&self) -> u64 {
+        self.renames.load(Ordering::Acquire)
+    }
+
+    /// `f` of [`Self::cfs`] without copying them (under the table state's read
+    /// lock: `f` must not wait).
+    pub fn with_cfs<R>(&self, f: impl FnOnce(&[Cf]) -> R) -> R {
+        f(&self.state.read().cfs)
     }
 
     pub fn blob_cf(&self) -> Cf {
@@ -1321,6 +1337,7 @@ impl Catalog {
         txn.commit()?;
         let mut open = self.open_tables.lock();
         if let Some(shared) = open.remove(normalize(from)) {
+            shared.renames.fetch_add(1, Ordering::AcqRel);
             open.insert(normalize(to).to_string(), shared);
         }
         Ok(())

@@ -34,12 +34,14 @@
 //! no orphan can be committed.
 //!
 //! A child's check holds no metadata lock on the parent, so an online rebuild of
-//! the parent (`rebuild.rs`), which gives it new families, waits at its switch for
-//! the transactions holding locks in the old ones and keeps new ones out until
-//! the catalog names the new families. A check names the parent's family it
-//! resolved the constraint to by the family's id, not by its position (an ALTER
-//! that adds a key before it moves it): a check whose family is no longer the
-//! parent's, or that resolved while the parent's keys were being replaced
+//! the parent (`rebuild.rs`), which gives it new families, and an in-place index
+//! change that moves the parent's kept families (`index_build.rs`: a new UNIQUE
+//! key before a non-unique one, which may then serve the constraint instead),
+//! wait at their switch for the transactions holding locks in the old families
+//! and keep new ones out until the catalog names the new list. A check names the
+//! parent's family it resolved the constraint to by the family's id and its
+//! position: a check whose family is no longer the parent's or has moved, or
+//! that resolved while the parent's keys were being replaced
 //! ([`ForeignKeys::keys_pending`]), gets `Status::Stale` and resolves again
 //! (`tdb_fk_list_open`, [`parent_family`], [`lock_position`]).
 use std::collections::{HashMap, HashSet};
@@ -47,7 +49,7 @@ use std::ffi::{c_char, c_int, CString};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode};
+use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode, Txn};
 
 use crate::catalog::CatalogWrite;
 use crate::engine::engine;
@@ -336,14 +338,22 @@ pub fn parent_family(
     )
 }
 
-/// Where family `family` (a `parent_family`) is among the parent's current
-/// families `current`, or None if it is no longer one of them (the check is
-/// stale). [`FAMILY_BY_POSITION`]: position `index`.
-pub fn lock_position(current: &[u64], family: u64, index: u32) -> Option<usize> {
+/// Where family `family` (a `parent_family`, resolved at position `index`) is
+/// among the parent's current families `current`: `index`, or None if it is no
+/// longer one of them or has moved (the check is stale: a key added before it
+/// may now serve the constraint, and the parent's changes lock that key's
+/// family). [`FAMILY_BY_POSITION`]: position `index`.
+pub fn lock_position<I>(current: I, family: u64, index: u32) -> Option<usize>
+where
+    I: IntoIterator<Item = u64>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let mut ids = current.into_iter();
+    let at = Some(index as usize).filter(|&i| i < ids.len());
     match family {
-        FAMILY_BY_POSITION => Some(index as usize).filter(|&i| i < current.len()),
+        FAMILY_BY_POSITION => at,
         FAMILY_PENDING => None,
-        f => current.iter().position(|&id| id == f),
+        f => at.filter(|&i| ids.nth(i) == Some(f)),
     }
 }
 
@@ -352,6 +362,18 @@ pub fn lock_position(current: &[u64], family: u64, index: u32) -> Option<usize> 
 #[derive(Default)]
 pub struct ForeignKeys {
     cache: Mutex<Option<Cache>>,
+    /// Copying ALTER TABLEs of parents between their first rename and the end
+    /// of the old table ([`ForeignKeys::fence_rename`]).
+    fences: Mutex<Vec<RenameFence>>,
+}
+
+/// Table locks on the families of a parent that a copying ALTER TABLE renamed
+/// to `backup` (from `original`), held until the copy has the name or the
+/// backup is gone.
+struct RenameFence {
+    backup: String,
+    original: String,
+    txn: Txn,
 }
 
 /// An index that serves one side of a constraint: its engine index and the
@@ -902,6 +924,75 @@ impl ForeignKeys {
         })
     }
 
+    /// Before table `from` is renamed to `to`. A copying ALTER TABLE renames
+    /// the table to a temporary name, its copy to the table's name, and drops
+    /// the old table; a child's check locks the referenced value in the
+    /// parent's family without the parent's metadata lock, so a check that
+    /// locked a family of the old table would not keep a change of the copy
+    /// from removing the value. So the first rename of a table constraints
+    /// reference to a temporary name first waits (up to `lock_wait`) for the
+    /// checks holding locks in its index families (`families`, read only then)
+    /// and keeps new ones out until [`ForeignKeys::end_fences`] (the copy has
+    /// the name, or the old table is gone or renamed back): a check that waited
+    /// finds the table renamed and resolves again (`tdb_fk_probe`). Returns
+    /// the fence to hold once the rename is done ([`ForeignKeys::hold_fence`]).
+    pub fn fence_rename(
+        &self,
+        db: &Db,
+        cf: &Cf,
+        from: &str,
+        to: &str,
+        families: impl FnOnce() -> Vec<Cf>,
+        lock_wait: Duration,
+    ) -> FfiResult<Option<Txn>> {
+        let (from, to) = (normalize(from), normalize(to));
+        if is_tmp_name(from) || !is_tmp_name(to) || !self.is_referenced(db, cf, from)? {
+            return Ok(None);
+        }
+        let mut txn = db.begin(Isolation::ReadCommitted);
+        if let Err(err) = txn.lock_tables(&families(), LockMode::Exclusive, lock_wait) {
+            txn.rollback();
+            return Err(err.into());
+        }
+        Ok(Some(txn))
+    }
+
+    /// Holds the fence of [`ForeignKeys::fence_rename`] of a table renamed from
+    /// `original` to `backup`.
+    pub fn hold_fence(&self, original: &str, backup: &str, txn: Txn) {
+        self.fences.lock().push(RenameFence {
+            backup: normalize(backup).to_string(),
+            original: normalize(original).to_string(),
+            txn,
+        });
+    }
+
+    /// Ends the fences that table `gone` (renamed to `renamed_to`, or dropped)
+    /// ends: those of the old table renamed or dropped, and those whose name a
+    /// table now has again.
+    pub fn end_fences(&self, gone: &str, renamed_to: Option<&str>) {
+        let (gone, renamed_to) = (normalize(gone), renamed_to.map(normalize));
+        let ended: Vec<RenameFence> = {
+            let mut fences = self.fences.lock();
+            let (ended, kept) = std::mem::take(&mut *fences)
+                .into_iter()
+                .partition(|f| f.backup == gone || renamed_to == Some(f.original.as_str()));
+            *fences = kept;
+            ended
+        };
+        for f in ended {
+            f.txn.rollback();
+        }
+    }
+
+    /// Whether a constraint references table `name` (its own included).
+    pub fn is_referenced(&self, db: &Db, cf: &Cf, name: &str) -> FfiResult<bool> {
+        let name = normalize(name);
+        self.with(db, cf, |c| {
+            Ok(c.fks.values().flatten().any(|f| f.parent == name))
+        })
+    }
+
     /// The indexes serving both sides of `f` (None for a side whose table or
     /// index is missing), and whether the parent's keys are being replaced
     /// ([`ForeignKeys::keys_pending`]).
@@ -1372,6 +1463,54 @@ const RESOLVE_TRIES: usize = 3;
 /// stale records the new keys right after (its ALTER still holds the parent).
 const STALE_PAUSE: Duration = Duration::from_millis(1);
 
+/// Stale probes a child's check goes on after, at least: each pauses
+/// [`STALE_PAUSE`], so about a second.
+const STALE_MIN_TRIES: u64 = 1000;
+
+/// Whether a child's check whose probe was stale (`Status::Stale`) resolves its
+/// constraints again and retries, after `*tries` stale probes so far (counted
+/// here). A parent's ALTER ends its switch by recording the new keys, so
+/// staleness lasts about as long as a lock wait for the switch: the check goes
+/// on for as many stale probes as the statement's lock wait has milliseconds
+/// (each probe pauses about one), at least [`STALE_MIN_TRIES`], and then fails as
+/// a lock wait that timed out; at once when the statement was killed.
+pub fn stale_retry(tries: &mut u64, lock_wait_ms: u64, killed: bool) -> FfiResult<()> {
+    *tries = tries.saturating_add(1);
+    if killed {
+        return Err(FfiError::new(
+            Status::LockTimeout,
+            "a FOREIGN KEY check was interrupted while an ALTER TABLE replaced the parent's keys",
+        ));
+    }
+    if *tries > lock_wait_ms.max(STALE_MIN_TRIES) {
+        return Err(FfiError::new(
+            Status::LockTimeout,
+            "a FOREIGN KEY check waited for an ALTER TABLE of the parent to record its keys \
+             for longer than the lock wait",
+        ));
+    }
+    Ok(())
+}
+
+/// `stale_retry` for the shim: TDB_OK to resolve again and retry, else the
+/// status to fail the check with.
+///
+/// # Safety
+/// `tries` points at the caller's counter, 0 before the check's first stale probe.
+#[no_mangle]
+pub unsafe extern "C" fn tdb_fk_stale_retry(
+    tries: *mut u64,
+    lock_wait_ms: u64,
+    killed: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: a live counter by contract.
+        let tries = unsafe { tries.as_mut() }
+            .ok_or_else(|| FfiError::new(Status::Invalid, "NULL stale probe counter"))?;
+        stale_retry(tries, lock_wait_ms, killed != 0)
+    })
+}
+
 /// # Safety
 /// Arguments as the header says.
 #[no_mangle]
@@ -1412,28 +1551,34 @@ pub unsafe extern "C" fn tdb_fk_probe(
             } else {
                 LockMode::Exclusive
             };
-            let ids = |cfs: &[Cf]| -> Vec<u64> { cfs.iter().map(Cf::id).collect() };
             // An online rebuild of the parent switches it to new families once
-            // the locks on the old ones are free (Rebuild::commit_group): a lock
-            // granted on a family the switch replaced meanwhile (or refused
-            // because it was dropped) is stale, as is a family that is no
-            // longer the parent's.
+            // the locks on the old ones are free (Rebuild::commit_group), and an
+            // in-place index change that moves them likewise
+            // (IndexBuild::commit): a lock granted on a family the switch
+            // replaced or moved meanwhile (or refused because it was dropped)
+            // is stale, as is a family that is no longer the parent's. (The
+            // families are read in place: this runs for every child row.)
+            let renames = locked.renames();
             loop {
-                let cfs = locked.cfs();
-                let Some(at) = lock_position(&ids(&cfs), lock_family, lock_index) else {
+                let found = locked.with_cfs(|cfs| {
+                    lock_position(cfs.iter().map(Cf::id), lock_family, lock_index)
+                        .map(|at| cfs.get(at).cloned())
+                });
+                let Some(cf) = found else {
                     std::thread::sleep(STALE_PAUSE);
                     return Err(FfiError::quiet(Status::Stale));
                 };
-                let cf = cfs
-                    .get(at)
-                    .cloned()
-                    .ok_or_else(|| FfiError::new(Status::Invalid, "no such index"))?;
+                let cf = cf.ok_or_else(|| FfiError::new(Status::Invalid, "no such index"))?;
                 let res = trx.txn()?.lock(&cf, lock_key, mode, timeout);
-                let now = locked.cfs();
-                if lock_position(&ids(&now), lock_family, lock_index)
-                    .and_then(|i| now.get(i))
-                    .is_some_and(|c| c.id() == cf.id())
-                {
+                // A copying ALTER TABLE renamed the table away meanwhile
+                // (ForeignKeys::fence_rename): its name is another table's now.
+                let still = locked.renames() == renames
+                    && locked.with_cfs(|now| {
+                        lock_position(now.iter().map(Cf::id), lock_family, lock_index)
+                            .and_then(|i| now.get(i))
+                            .is_some_and(|c| c.id() == cf.id())
+                    });
+                if still {
                     res?;
                     if normalize(lock_table) == normalize(table) && lock_index == index {
                         locked_cf = Some(cf);
@@ -1494,14 +1639,40 @@ mod tests {
     }
 
     #[test]
-    fn lock_position_finds_the_family_where_it_moved() {
-        // an in-place ADD UNIQUE put a new family (13) before family 11
-        assert_eq!(lock_position(&[10, 13, 11], 11, 1), Some(2));
+    fn stale_checks_retry_for_the_lock_wait() {
+        let mut tries = 0;
+        for _ in 0..5000 {
+            assert!(stale_retry(&mut tries, 5000, false).is_ok());
+        }
+        let err = stale_retry(&mut tries, 5000, false).expect_err("gave up");
+        assert_eq!(err.status, Status::LockTimeout);
+        // a short lock wait still retries for about a second
+        let mut tries = 0;
+        for _ in 0..STALE_MIN_TRIES {
+            assert!(stale_retry(&mut tries, 0, false).is_ok());
+        }
+        assert!(stale_retry(&mut tries, 0, false).is_err());
+        // a killed statement stops at once
+        let mut tries = 0;
+        let err = stale_retry(&mut tries, 5000, true).expect_err("killed");
+        assert_eq!(err.status, Status::LockTimeout);
+        // the counter does not wrap
+        let mut tries = u64::MAX;
+        assert!(stale_retry(&mut tries, u64::MAX, false).is_ok());
+    }
+
+    #[test]
+    fn lock_position_wants_the_family_where_it_was_resolved() {
+        assert_eq!(lock_position([10, 11, 12], 11, 1), Some(1));
+        // an in-place ADD UNIQUE put a new family (13) before family 11, which
+        // may now serve the constraint instead: stale
+        assert_eq!(lock_position([10, 13, 11], 11, 1), None);
+        assert_eq!(lock_position([10], 11, 1), None);
         // a rebuild replaced every family
-        assert_eq!(lock_position(&[20, 21, 22], 11, 1), None);
-        assert_eq!(lock_position(&[10, 11], FAMILY_PENDING, 1), None);
-        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 1), Some(1));
-        assert_eq!(lock_position(&[10, 11], FAMILY_BY_POSITION, 2), None);
+        assert_eq!(lock_position([20, 21, 22], 11, 1), None);
+        assert_eq!(lock_position([10, 11], FAMILY_PENDING, 1), None);
+        assert_eq!(lock_position([10, 11], FAMILY_BY_POSITION, 1), Some(1));
+        assert_eq!(lock_position([10, 11], FAMILY_BY_POSITION, 2), None);
     }
 
     #[test]
@@ -1654,6 +1825,8 @@ mod tests {
         let listed = fks.list(&db, &cf, "d/p", true).expect("list");
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].name, "c_ibfk_1");
+        assert!(fks.is_referenced(&db, &cf, "./d/p").expect("referenced"));
+        assert!(!fks.is_referenced(&db, &cf, "d/c").expect("referenced"));
         let (c_side, p_side, _) = fks.resolve(&db, &cf, &listed[0]).expect("resolve");
         assert_eq!(c_side.map(|s| s.engine_index), Some(1));
         assert_eq!(p_side.map(|s| s.engine_index), Some(0));

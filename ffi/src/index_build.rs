@@ -22,8 +22,9 @@
 //! `TDB_BUILDING_INDEX | slot`), and the shim fills them with `tdb_apply` under row
 //! locks instead of `put` (see `inplace_alter.cc` for why that is correct).
 use std::ffi::{c_char, c_int};
+use std::time::Duration;
 
-use tidesdb_core::{Cf, Db, Isolation, Txn};
+use tidesdb_core::{Cf, Db, Isolation, LockMode, Txn};
 
 use std::sync::Arc;
 
@@ -158,7 +159,7 @@ impl IndexBuild {
 
     /// Commits the last batch, then the table's new index list (see
     /// `tdb_index_build_commit` for `layout`).
-    pub fn commit(&mut self, name: &str, layout: &[u32]) -> FfiResult<()> {
+    pub fn commit(&mut self, name: &str, layout: &[u32], lock_wait: Duration) -> FfiResult<()> {
         self.flush_batch()?;
         let layout: Vec<IndexSource> = layout
             .iter()
@@ -174,15 +175,44 @@ impl IndexBuild {
         // writers' too: the server holds the table exclusively).
         let filled = self.db.latest_sequence();
         let e = engine()?;
+        let temporary = crate::catalog::is_temporary_table(name);
+        // A child's FOREIGN KEY check locks the referenced value in the parent's
+        // family without the parent's metadata lock. A new key before the one a
+        // constraint resolves to (a UNIQUE key before a non-unique one) moves it
+        // and may take its place: a parent's change after the switch would lock
+        // the new key's family, where no check's lock is. So the switch first
+        // waits for the checks holding locks in the families (up to
+        // `lock_wait`) and keeps new ones out until the catalog names the new
+        // list; a check that waited finds its family moved and resolves again
+        // (`tdb_fk_probe`). Keys that keep their positions keep every
+        // constraint's resolution: no wait.
+        let moves = kept_keys_move(&layout);
+        let mut fence = None;
+        if !temporary && moves && e.fks.is_referenced(&e.db, e.catalog.cf(), name)? {
+            let old_cfs = e.catalog.open_table(&e.db, name)?.cfs();
+            let mut txn = e.db.begin(Isolation::ReadCommitted);
+            if let Err(err) = txn.lock_tables(&old_cfs, LockMode::Exclusive, lock_wait) {
+                txn.rollback();
+                return Err(err.into());
+            }
+            fence = Some(txn);
+        }
         // Positions of the kept indexes may move: until the new keys are
         // recorded, a check resolving against the old ones must not use them.
-        let temporary = crate::catalog::is_temporary_table(name);
         if !temporary {
-            e.fks.keys_pending(&e.db, e.catalog.cf(), name)?;
+            if let Err(err) = e.fks.keys_pending(&e.db, e.catalog.cf(), name) {
+                if let Some(txn) = fence {
+                    txn.rollback();
+                }
+                return Err(err);
+            }
         }
         let altered = e
             .catalog
             .alter_table(&e.db, name, &layout, &self.built, self.columns.take());
+        if let Some(txn) = fence {
+            txn.rollback();
+        }
         if altered.is_err() && !temporary {
             let _ = e.fks.keys_settled(&e.db, e.catalog.cf(), name);
         }
@@ -197,6 +227,15 @@ impl IndexBuild {
         self.unpublish();
         Ok(())
     }
+}
+
+/// Whether a kept index of the new list `layout` (secondary indexes, engine
+/// index 1 first) is at another engine index than before.
+fn kept_keys_move(layout: &[IndexSource]) -> bool {
+    layout.iter().enumerate().any(|(i, source)| match source {
+        IndexSource::Existing(old) => *old as usize != i + 1,
+        IndexSource::Built(_) => false,
+    })
 }
 
 impl Drop for IndexBuild {
@@ -279,6 +318,7 @@ pub unsafe extern "C" fn tdb_index_build_commit(
     name: *const c_char,
     layout: *const u32,
     n: usize,
+    lock_wait_ms: u64,
 ) -> c_int {
     guard(|| {
         // SAFETY: a live handle by contract.
@@ -293,7 +333,7 @@ pub unsafe extern "C" fn tdb_index_build_commit(
             // SAFETY: `n` values by contract.
             unsafe { std::slice::from_raw_parts(layout, n) }
         };
-        build.commit(name, layout)
+        build.commit(name, layout, Duration::from_millis(lock_wait_ms))
     })
 }
 
@@ -341,4 +381,22 @@ pub unsafe extern "C" fn tdb_index_build_free(build: *mut IndexBuild) {
         }
         Ok(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_keys_move_when_a_new_key_comes_before_them() {
+        use IndexSource::{Built, Existing};
+        assert!(!kept_keys_move(&[]));
+        // new keys after the kept ones
+        assert!(!kept_keys_move(&[Existing(1), Existing(2), Built(0)]));
+        // a new UNIQUE key sorted before a non-unique one
+        assert!(kept_keys_move(&[Built(0), Existing(1)]));
+        assert!(kept_keys_move(&[Existing(1), Built(0), Existing(2)]));
+        // a dropped key moves the ones after it
+        assert!(kept_keys_move(&[Existing(2)]));
+    }
 }

@@ -1,6 +1,7 @@
 //! Table DDL and per-handler table handles: atomic row changes and point reads.
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tidesdb_core::{Cf, CfOptions, Compression, IterOptions, LockMode, SharedBytes, Txn};
 
@@ -388,25 +389,55 @@ pub unsafe extern "C" fn tdb_table_drop(name: *const c_char) -> c_int {
         crate::engine::writable()?;
         let e = engine()?;
         // The table's constraint entries go in the catalog's transaction.
-        e.fks.dropped(&e.db, e.catalog.cf(), name, |w| {
+        let dropped = e.fks.dropped(&e.db, e.catalog.cf(), name, |w| {
             e.catalog.drop_table_with(&e.db, name, w)
-        })
+        });
+        e.fks.end_fences(name, None);
+        dropped
     })
 }
 
 /// # Safety
 /// Pointer arguments must be NULL or live handles / valid buffers (see the header).
 #[no_mangle]
-pub unsafe extern "C" fn tdb_table_rename(from: *const c_char, to: *const c_char) -> c_int {
+pub unsafe extern "C" fn tdb_table_rename(
+    from: *const c_char,
+    to: *const c_char,
+    lock_wait_ms: u64,
+) -> c_int {
     with_name(from, |from| {
         crate::engine::writable()?;
         // SAFETY: NUL-terminated by contract.
         let to = unsafe { raw::str(to) }?;
         let e = engine()?;
+        // A table that does not open is locked by no check either.
+        let families = || {
+            e.catalog
+                .open_table(&e.db, from)
+                .map(|t| t.cfs())
+                .unwrap_or_default()
+        };
+        let fence = e.fks.fence_rename(
+            &e.db,
+            e.catalog.cf(),
+            from,
+            to,
+            families,
+            Duration::from_millis(lock_wait_ms),
+        )?;
         // The constraint entries follow in the catalog's transaction.
-        e.fks.rename(&e.db, e.catalog.cf(), from, to, |w| {
+        let renamed = e.fks.rename(&e.db, e.catalog.cf(), from, to, |w| {
             e.catalog.rename_with(&e.db, from, to, w)
-        })
+        });
+        match (&renamed, fence) {
+            (Ok(()), Some(txn)) => e.fks.hold_fence(from, to, txn),
+            (Err(_), Some(txn)) => txn.rollback(),
+            (_, None) => {}
+        }
+        if renamed.is_ok() {
+            e.fks.end_fences(from, Some(to));
+        }
+        renamed
     })
 }
 
