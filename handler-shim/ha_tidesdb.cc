@@ -31,8 +31,11 @@
                               and a byte per column instead of a second copy of
                               each. Entries are not rewritten by the upgrade:
                               each becomes version 2 when its row is written
-                              again (or ALTER TABLE ... FORCE). An older plugin
-                              reports a version 2 entry as corrupt.
+                              again (or ALTER TABLE ... FORCE); CHECK TABLE
+                              takes either form as the row's (test
+                              upgrade_index_entry_v1: a datadir of version 1
+                              entries). An older plugin reports a version 2
+                              entry as corrupt.
   A non-unique key's entry key (key columns, then every primary key column) is what
   the server's extended key (HTON_SUPPORTS_EXTENDED_KEYS: the key's parts + the
   primary key parts it lacks) orders by; key_codec.h (Extended keys) maps its key
@@ -556,7 +559,8 @@ void ha_tidesdb::encode_entry(TABLE *table, uint keynr, const std::vector<Field 
 }
 
 void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *> &fields,
-                              const uchar *rec, const std::string &pk, Index_entry *out) {
+                              const uchar *rec, const std::string &pk, Index_entry *out,
+                              bool as_version_1) {
   out->key.clear();
   if (is_spatial(key)) {
     out->unique = false;
@@ -568,7 +572,8 @@ void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *>
   /* NULL never equals NULL, so a key with a NULL part never clashes. */
   out->unique = (key->flags & HA_NOSAME) && !any_null;
   out->value.clear();
-  out->value.push_back((char)(ENTRY_FORMAT_V2 | (out->unique ? ENTRY_UNIQUE : 0)));
+  out->value.push_back((char)((as_version_1 ? ENTRY_FORMAT_V1 : ENTRY_FORMAT_V2) |
+                               (out->unique ? ENTRY_UNIQUE : 0)));
   if (out->unique)
     out->value.append(pk);
   else
@@ -582,7 +587,8 @@ void ha_tidesdb::encode_entry(TABLE *table, KEY *key, const std::vector<Field *>
       continue;
     }
     Image_part src;
-    if (image_part_of(key, pk_key, f, &src) && image_decodes_to_itself(f, rec, table)) {
+    if (!as_version_1 && image_part_of(key, pk_key, f, &src) &&
+        image_decodes_to_itself(f, rec, table)) {
       out->value.push_back(COLUMN_IN_KEY);
       continue;
     }
@@ -1900,6 +1906,19 @@ int ha_tidesdb::admin_failed(THD *thd, int status) {
   return HA_ADMIN_CORRUPT;
 }
 
+/* Whether a stored entry's value is the one key's entry e for row rec has: e's
+   own, or the value version 1 form of it (see Format), which entries written by
+   older plugins keep until their row is written again. */
+bool ha_tidesdb::entry_value_matches(uint key, const uchar *rec, const std::string &pk,
+                                     const Index_entry &e, const uint8_t *stored,
+                                     size_t stored_len) {
+  if (stored_len == e.value.size() && memcmp(stored, e.value.data(), stored_len) == 0) return true;
+  if (stored_len < 1 || (stored[0] & ENTRY_VERSION_MASK) != ENTRY_FORMAT_V1) return false;
+  Index_entry v1;
+  encode_entry(table, &table->key_info[key], m_covered[key], rec, pk, &v1, true);
+  return stored_len == v1.value.size() && memcmp(stored, v1.value.data(), stored_len) == 0;
+}
+
 /* CHECK TABLE: every row decodes, every index entry a row implies exists, and each
    index holds exactly one entry per row (so there are no orphan entries either). */
 int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
@@ -1952,7 +1971,9 @@ int ha_tidesdb::check(THD *thd, HA_CHECK_OPT *) {
       size_t evlen;
       int gst = tdb_get(t, m_tbl, engine_index(key), (const uint8_t *)e.key.data(), e.key.size(),
                         &ev, &evlen);
-      if (gst == TDB_NOT_FOUND || (gst == TDB_OK && std::string((const char *)ev, evlen) != e.value))
+      if (gst == TDB_OK && !entry_value_matches(key, rec, pk, e, ev, evlen))
+        report("an index entry does not hold its row's values");
+      else if (gst == TDB_NOT_FOUND)
         report("a row has no matching entry in an index");
       else if (gst)
         st = gst;

@@ -326,9 +326,15 @@ private:
      for record rec, whose entries carry fields. */
   static void encode_entry(TABLE *table, uint keynr, const std::vector<Field *> &fields,
                            const uchar *rec, const std::string &pk, Index_entry *out);
-  /* The same for a KEY whose parts name fields of table (not one of its keys). */
+  /* The same for a KEY whose parts name fields of table (not one of its keys).
+     as_version_1: the value as entries of value version 1 hold it (see Format;
+     written by older plugins, still read), for CHECK TABLE to compare with one. */
   static void encode_entry(TABLE *table, KEY *key, const std::vector<Field *> &fields,
-                           const uchar *rec, const std::string &pk, Index_entry *out);
+                           const uchar *rec, const std::string &pk, Index_entry *out,
+                           bool as_version_1 = false);
+  /* CHECK TABLE: whether a stored entry value is e's (or its version 1 form). */
+  bool entry_value_matches(uint key, const uchar *rec, const std::string &pk,
+                           const Index_entry &e, const uint8_t *stored, size_t stored_len);
   /* Fills the new indexes of an in-place ALTER from the table's rows: with writes
      blocked (build_indexes), or while other connections write (online). */
   bool build_indexes(TABLE *altered_table, Alter_inplace_info *ha_alter_info);
