@@ -58,7 +58,7 @@ lint: setup
 	$(CARGO) clippy --workspace --all-targets --release -- -D warnings
 
 test-rust:
-	$(CARGO) test --release -p tidesdb-core -p tidesdb-ffi -p tidesdb-backup
+	$(CARGO) test --profile test-release -p tidesdb-core -p tidesdb-ffi -p tidesdb-backup
 
 # mysql-test-run suites of mysql-test/ against the real server and the fresh plugin.
 test-mtr: plugin
@@ -254,4 +254,4 @@ test-force-recovery: plugin
 FAULT_MODEL_ITERATIONS ?= 30
 .PHONY: test-faults-long
 test-faults-long:
-	FAULT_MODEL_ITERATIONS=$(FAULT_MODEL_ITERATIONS) $(CARGO) test --release -p tidesdb-core --test fault_model -- --test-threads=1
+	FAULT_MODEL_ITERATIONS=$(FAULT_MODEL_ITERATIONS) $(CARGO) test --profile test-release -p tidesdb-core --test fault_model -- --test-threads=1
