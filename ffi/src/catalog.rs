@@ -1795,8 +1795,10 @@ impl Catalog {
 
     /// The shared state of an open table, loading it on first use.
     pub fn open_table(&self, db: &Db, name: &str) -> FfiResult<Arc<TableShared>> {
-        let key = normalize(name).to_string();
-        if let Some(shared) = self.open_tables.lock().get(&key) {
+        // Looked up by the borrowed name: foreign key checks open the parent
+        // table once per probe.
+        let key = normalize(name);
+        if let Some(shared) = self.open_tables.lock().get(key) {
             return Ok(shared.clone());
         }
         let _ddl = self.ddl.lock();
@@ -1836,7 +1838,7 @@ impl Catalog {
             cfs.push(cf);
         }
         let mut open = self.open_tables.lock();
-        if let Some(shared) = open.get(&key) {
+        if let Some(shared) = open.get(key) {
             return Ok(shared.clone());
         }
         let discarded = {
@@ -1846,7 +1848,7 @@ impl Catalog {
             d
         };
         let shared = TableShared::new(meta, cfs, discarded, db.clone(), self.cf.clone())?;
-        open.insert(key, shared.clone());
+        open.insert(key.to_string(), shared.clone());
         Ok(shared)
     }
 

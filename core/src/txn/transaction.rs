@@ -1028,19 +1028,29 @@ impl Txn {
             c.next_try = c.count + (threshold / 8).max(64);
             return;
         }
-        // Exclusive: every row lock of the family goes. Shared: the row
-        // locks go too (a table S lock covers them; an exclusive row lock
-        // would have made the table lock exclusive).
+        // Shared: the row locks go too (a table S lock covers them; an
+        // exclusive row lock would have made the table lock exclusive).
+        self.record_table_lock(cf, mode, at);
+        self.locks.shrink_to_fit();
+        // `covered` keeps its entries (precise); new covered puts under the
+        // table lock add none (see `put_covered`).
+    }
+
+    /// Books a table lock in `mode` on family `cf`, granted with the visible
+    /// sequence `at` (an exclusive one held already stays): the family's row
+    /// locks go, the table lock covers them, and escalation starts counting
+    /// again.
+    fn record_table_lock(&mut self, cf: u64, mode: LockMode, at: u64) {
+        let c = self.cf_locks.entry(cf).or_default();
         c.table = match c.table {
             Some((LockMode::Exclusive, a)) => Some((LockMode::Exclusive, a)),
             _ => Some((mode, at)),
         };
         c.count = 0;
         c.next_try = 0;
+        let mut prefix = Vec::new();
+        crate::txn::lock::encode_key(&mut prefix, cf, &[]);
         self.locks.retain(|k, _| !k.starts_with(&prefix));
-        self.locks.shrink_to_fit();
-        // `covered` keeps its entries (precise); new covered puts under the
-        // table lock add none (see `put_covered`).
     }
 
     /// Takes a table lock in `mode` on every family of `cfs` (held until the
@@ -1061,16 +1071,7 @@ impl Txn {
             .wait_table_locks(self.id, &ids, mode, timeout, &self.cancel)?;
         let at = self.db.visible_seq() & !LOCK_X;
         for &cf in &ids {
-            let c = self.cf_locks.entry(cf).or_default();
-            c.table = match c.table {
-                Some((LockMode::Exclusive, a)) => Some((LockMode::Exclusive, a)),
-                _ => Some((mode, at)),
-            };
-            c.count = 0;
-            c.next_try = 0;
-            let mut prefix = Vec::new();
-            crate::txn::lock::encode_key(&mut prefix, cf, &[]);
-            self.locks.retain(|k, _| !k.starts_with(&prefix));
+            self.record_table_lock(cf, mode, at);
         }
         Ok(())
     }
