@@ -121,11 +121,11 @@ test-shim-compat: setup
 	  handler-shim/tests/server_compat_test.cc -o target/server_compat_test
 	target/server_compat_test
 
-# The tidesdb, tidesdb_rpl and storage_engine suites on Debian 13's 11.8 (its own
-# plugin build in target/plugin-11.8; see README, Supported servers), and the tests
-# compared with InnoDB, main.vector on TidesDB. ~13 min here (suites ~6, conformance ~4,
-# vs InnoDB ~1.5, main.vector ~0.7); on a fresh machine the Debian 13 root (~5 min) and
-# the 11.8 plugin build (its own cargo target folder, target/build-11.8) come first.
+# The tidesdb, tidesdb_rpl, storage_engine and tidesdb_galera suites on Debian 13's
+# 11.8 (its own plugin build in target/plugin-11.8; see README, Supported servers), the
+# tests compared with InnoDB, main.vector on TidesDB. ~9 min on a fresh clone here, the
+# Debian 13 root (debootstrap) and the 11.8 plugin build (target/build-11.8, seeded from
+# the 10.11 build) included; `make test` prints the figure of each run.
 test-11.8:
 	$(MAKE) MARIADB=11.8 test-mtr test-conformance test-vs-innodb test-vector-conformance test-galera
 
