@@ -58,6 +58,7 @@
 #include "table_options.h"
 #include "spatial.h"
 #include "transport.h"
+#include <chrono>
 
 using namespace tidesdb;
 
@@ -1725,17 +1726,25 @@ int ha_tidesdb::analyze(THD *thd, HA_CHECK_OPT *) {
   return measure_statistics(thd, true) ? HA_ADMIN_FAILED : HA_ADMIN_OK;
 }
 
+static uint64_t steady_ms() {
+  return (uint64_t)std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 /* innodb_stats_auto_recalc: a table without statistics (never measured, none
    saved) is measured once it has rows, as InnoDB does when it opens a table
-   without persistent statistics; afterwards, once more than a tenth of the rows
-   counted at the last measurement changed, the next statement that locks the
-   table (before the optimizer uses them) measures them again. Both read at most
-   AUTO_SAMPLE entries per index. One handler at a time does it. */
+   without persistent statistics; afterwards, when tdb_stats_recalc_due says so
+   (a tenth of the rows changed, at most every 10 s as InnoDB's background
+   recalculation), the next statement that locks the table (before the optimizer
+   uses them) measures them again. Both read at most AUTO_SAMPLE entries per
+   index. One handler at a time does it. */
 void ha_tidesdb::maybe_recalc_statistics(THD *thd) {
   if (!m_share || !stats_auto_recalc()) return;
   uint64_t changed = m_share->rows_changed.load(std::memory_order_relaxed);
   if (m_share->stats_measured) {
-    if (changed <= 16 + m_share->stats_rows / 10) return;
+    uint64_t at = m_share->stats_measured_ms.load(std::memory_order_relaxed), now = steady_ms();
+    if (!tdb_stats_recalc_due(m_share->stats_rows, changed, now > at ? now - at : 0)) return;
   } else {
     /* Empty when last looked at and unchanged since: still empty. */
     if (changed == m_share->stats_probed.load(std::memory_order_relaxed)) return;
@@ -1871,6 +1880,7 @@ int ha_tidesdb::measure_statistics(THD *thd, bool progress) {
     m_share->rec_per_key = result;
     m_share->stats_loaded = true;
     m_share->stats_measured = true;
+    m_share->stats_measured_ms = steady_ms();
     m_share->stats_version++;
   }
   /* Changes made while measuring count toward the next recalculation (never below

@@ -95,6 +95,8 @@ public:
   std::atomic<uint64_t> stats_rows{0};
   std::atomic<bool> stats_measured{false}; /* rec_per_key holds measured values */
   std::atomic<bool> recalculating{false};
+  /* steady_clock milliseconds of the last measurement (auto recalc's interval). */
+  std::atomic<uint64_t> stats_measured_ms{0};
   /* Not measured yet: rows_changed when the table was last seen empty. */
   std::atomic<uint64_t> stats_probed{UINT64_MAX};
   /* Bumped whenever rec_per_key changes, so each handler's TABLE (the server

@@ -277,6 +277,11 @@ int tdb_table_sample_keys(tdb_table *table, uint32_t index, uint32_t n,
    before any later commit). */
 int tdb_table_stats_save(tdb_table *table, const uint8_t *blob, size_t len, int durable);
 int tdb_table_stats_load(tdb_table *table, const uint8_t **blob, size_t *len);
+/* Nonzero when a table whose statistics were measured with measured_rows rows,
+   changed row changes and ms_since milliseconds ago is due to be measured again
+   (innodb_stats_auto_recalc's tenth of the rows, at most every 10 s unless the
+   table more than doubled: ffi/src/optimizer_stats.rs). */
+int tdb_stats_recalc_due(uint64_t measured_rows, uint64_t changed, uint64_t ms_since);
 
 /* Compacts one column family of the table (index 0 = rows); as OPTIMIZE TABLE:
    also relocates value-log values of files with any garbage, and flushes every

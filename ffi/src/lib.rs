@@ -32,6 +32,7 @@ pub mod engine;
 pub mod foreign_keys;
 pub mod fulltext;
 pub mod index_build;
+pub mod optimizer_stats;
 pub mod pace;
 pub mod rebuild;
 pub mod sorted_puts;
