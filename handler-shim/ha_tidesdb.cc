@@ -169,6 +169,9 @@ ulonglong ha_tidesdb::table_flags() const {
    long-hash ones), in the server's key order, reordered in the engine? */
 bool ha_tidesdb::unique_keys_reordered() const {
   if (!m_tbl || !table_share) return false;
+  /* Fixed while the table is open (an ALTER that reorders keys reopens it); the
+     server asks for table_flags many times per statement. */
+  if (m_unique_reordered >= 0) return m_unique_reordered;
   std::vector<uint32_t> unique;
   for (uint k = 0; k < table_share->keys; k++) {
     const KEY &key = table_share->key_info[k];
@@ -176,7 +179,9 @@ bool ha_tidesdb::unique_keys_reordered() const {
         k < m_key_to_engine.size())
       unique.push_back(m_key_to_engine[k]);
   }
-  return tdb_table_dup_keys_not_in_order(m_tbl, unique.data(), (uint32_t)unique.size());
+  m_unique_reordered =
+      tdb_table_dup_keys_not_in_order(m_tbl, unique.data(), (uint32_t)unique.size()) ? 1 : 0;
+  return m_unique_reordered;
 }
 
 bool tidesdb::part_is_covered(const KEY_PART_INFO *kp) {
@@ -374,6 +379,7 @@ int ha_tidesdb::open(const char *name, int, uint) {
   /* Tables created before constraints existed record their keys now. */
   if ((st = fk_register_keys(name, table))) return fail(st);
   m_key_to_engine.assign(n_keys, 0);
+  m_unique_reordered = -1;
   uint next = 1;
   for (uint k = 0; k < n_keys; k++) m_key_to_engine[k] = is_pk(k) ? 0 : next++;
   m_key_fully_covered.assign(n_keys, true);

@@ -134,6 +134,7 @@ public:
   TIDESDB_INDEX_TYPE_API
   ulonglong table_flags() const override;
   bool unique_keys_reordered() const;
+  mutable int m_unique_reordered = -1; /* unique_keys_reordered's answer, -1: not asked */
   /* SHOW TABLE STATUS's Row_format. One format is stored whatever ROW_FORMAT says;
      it is named as InnoDB names its own: the ROW_FORMAT asked for, else Dynamic. */
   enum row_type get_row_type() const override;

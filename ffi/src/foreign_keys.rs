@@ -47,6 +47,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode, Txn};
@@ -362,6 +363,11 @@ where
 #[derive(Default)]
 pub struct ForeignKeys {
     cache: Mutex<Option<Cache>>,
+    /// The loaded catalog holds no constraint at all: `list` answers without
+    /// the cache's lock, which every UPDATE and DELETE of every table would
+    /// otherwise take (contended at many connections). Set after each use of
+    /// the cache, under its lock.
+    none_defined: AtomicBool,
     /// Copying ALTER TABLEs of parents between their first rename and the end
     /// of the old table ([`ForeignKeys::fence_rename`]).
     fences: Mutex<Vec<RenameFence>>,
@@ -424,7 +430,12 @@ impl ForeignKeys {
             *guard = Some(Self::load(db, cf)?);
         }
         match guard.as_mut() {
-            Some(c) => f(c),
+            Some(c) => {
+                let out = f(c);
+                let none = c.fks.values().all(Vec::is_empty);
+                self.none_defined.store(none, Ordering::Release);
+                out
+            }
             None => Err(FfiError::new(
                 Status::Internal,
                 "constraint catalog not loaded",
@@ -903,6 +914,9 @@ impl ForeignKeys {
         name: &str,
         as_parent: bool,
     ) -> FfiResult<Vec<ForeignKey>> {
+        if self.none_defined.load(Ordering::Acquire) {
+            return Ok(Vec::new());
+        }
         let name = normalize(name);
         self.with(db, cf, |c| {
             if !as_parent {
