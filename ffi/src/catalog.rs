@@ -281,6 +281,10 @@ pub struct TableShared {
     seed_lock: Mutex<()>,
     /// The AUTO_INCREMENT counter and its persisted value.
     autoinc: Mutex<AutoInc>,
+    /// `autoinc`'s `next`, stored under its lock whenever it moves: read
+    /// without the lock, which a row's `autoinc_observe` holds while its
+    /// counter's put waits for the commit queue (every INSERT peeks first).
+    autoinc_next: AtomicU64,
     /// The counter's put still waiting for a commit group (rewritten in place
     /// while it waits); guarded by `autoinc`'s lock.
     autoinc_pending: Mutex<Option<DeferredPut>>,
@@ -371,6 +375,7 @@ impl TableShared {
             next_rowid: AtomicU64::new(0),
             seed_lock: Mutex::new(()),
             autoinc: Mutex::new(AutoInc::default()),
+            autoinc_next: AtomicU64::new(0),
             autoinc_pending: Mutex::new(None),
             stats_pending: Mutex::new(None),
             extents: Mutex::new(None),
@@ -558,7 +563,11 @@ impl TableShared {
         st.blob_cf = blob_cf;
         st.discarded = discarded;
         self.next_rowid.store(0, Ordering::Release);
-        *self.autoinc.lock() = AutoInc::default();
+        {
+            let mut c = self.autoinc.lock();
+            *c = AutoInc::default();
+            self.autoinc_next.store(0, Ordering::Release);
+        }
         *self.extents.lock() = None;
         Ok(())
     }
@@ -575,7 +584,7 @@ impl TableShared {
 
     /// The AUTO_INCREMENT counter, 0 if not seeded.
     pub fn autoinc_peek(&self) -> u64 {
-        self.autoinc.lock().next
+        self.autoinc_next.load(Ordering::Acquire)
     }
 
     /// Seeds the counter unless already seeded: the largest of `next` (one past
@@ -601,6 +610,7 @@ impl TableShared {
             txn.rollback();
             c.saved = persisted;
             c.next = next.max(persisted).max(option).max(1);
+            self.autoinc_next.store(c.next, Ordering::Release);
         }
         Ok(c.next)
     }
@@ -741,6 +751,7 @@ impl TableShared {
         let next = first.saturating_add(n.max(1).saturating_mul(increment.max(1)));
         // Persisted only when a row uses a value (`autoinc_observe`).
         c.next = next.min(max.saturating_add(1)).max(c.next);
+        self.autoinc_next.store(c.next, Ordering::Release);
         Ok(first)
     }
 
@@ -771,6 +782,7 @@ impl TableShared {
         }
         if in_memory {
             c.next = c.next.max(past);
+            self.autoinc_next.store(c.next, Ordering::Release);
         }
         Ok(())
     }

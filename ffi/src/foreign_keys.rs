@@ -46,8 +46,8 @@
 //! (`tdb_fk_list_open`, [`parent_family`], [`lock_position`]).
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
-use std::time::Duration;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tidesdb_core::{Cf, Db, Isolation, IterOptions, LockMode, Txn};
