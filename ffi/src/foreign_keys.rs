@@ -981,6 +981,25 @@ impl ForeignKeys {
         });
     }
 
+    /// Waits while table `name` is renamed away by a copying ALTER TABLE whose
+    /// copy is to take the name (a fence of [`ForeignKeys::fence_rename`] held
+    /// for it): between the ALTER's two renames no table has the name, and a
+    /// child's check resolving its constraint then would find no parent at
+    /// all. Returns whether it waited, once no fence names it or after
+    /// `limit` (the copy's rename follows the first at once).
+    pub fn wait_while_renamed_away(&self, name: &str, limit: Duration) -> bool {
+        let name = normalize(name);
+        let renamed_away = || self.fences.lock().iter().any(|f| f.original == name);
+        if !renamed_away() {
+            return false;
+        }
+        let start = std::time::Instant::now();
+        while renamed_away() && start.elapsed() < limit {
+            std::thread::sleep(STALE_PAUSE);
+        }
+        true
+    }
+
     /// Ends the fences that table `gone` (renamed to `renamed_to`, or dropped)
     /// ends: those of the old table renamed or dropped, and those whose name a
     /// table now has again.
@@ -1383,7 +1402,10 @@ pub unsafe extern "C" fn tdb_fk_list_open(
             // the keys resolved describe those families (parent_family).
             // A parent that does not open (dropped, or its encryption key
             // missing) is looked up by position: the probe reports it.
-            let parent = e.catalog.open_table(&e.db, &f.parent).ok();
+            let mut parent = e.catalog.open_table(&e.db, &f.parent).ok();
+            if parent.is_none() && e.fks.wait_while_renamed_away(&f.parent, RENAMED_AWAY_WAIT) {
+                parent = e.catalog.open_table(&e.db, &f.parent).ok();
+            }
             let ids = || -> Vec<u64> {
                 parent
                     .as_ref()
@@ -1476,6 +1498,11 @@ const RESOLVE_TRIES: usize = 3;
 /// How long a stale probe waits before it returns: the switch that made it
 /// stale records the new keys right after (its ALTER still holds the parent).
 const STALE_PAUSE: Duration = Duration::from_millis(1);
+
+/// How long a constraint's resolution waits for a parent renamed away by a
+/// copying ALTER TABLE to have its name again
+/// ([`ForeignKeys::wait_while_renamed_away`]).
+const RENAMED_AWAY_WAIT: Duration = Duration::from_secs(1);
 
 /// Stale probes a child's check goes on after, at least: each pauses
 /// [`STALE_PAUSE`], so about a second.
@@ -1779,6 +1806,44 @@ mod tests {
             on_delete: 0,
             on_update: 0,
         }
+    }
+
+    #[test]
+    fn resolution_waits_while_a_parent_is_renamed_away() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), tidesdb_core::DbOptions::default()).expect("open");
+        let fks = ForeignKeys::default();
+        // No fence: no wait.
+        assert!(!fks.wait_while_renamed_away("./d/p", Duration::from_secs(5)));
+        // A copying ALTER renamed ./d/p away; its copy takes the name 50 ms later.
+        fks.hold_fence(
+            "./d/p",
+            "./d/#sql-backup",
+            db.begin(Isolation::ReadCommitted),
+        );
+        let start = std::time::Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                fks.end_fences("./d/#sql-copy", Some("./d/p"));
+            });
+            assert!(fks.wait_while_renamed_away("./d/p", Duration::from_secs(5)));
+        });
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(50), "{waited:?}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        // Other names are not held up; a fence that never ends is waited out.
+        fks.hold_fence(
+            "./d/q",
+            "./d/#sql-backup2",
+            db.begin(Isolation::ReadCommitted),
+        );
+        assert!(!fks.wait_while_renamed_away("./d/p", Duration::from_secs(5)));
+        let start = std::time::Instant::now();
+        assert!(fks.wait_while_renamed_away("./d/q", Duration::from_millis(20)));
+        assert!(start.elapsed() >= Duration::from_millis(20));
+        fks.end_fences("./d/#sql-backup2", None);
+        assert!(!fks.wait_while_renamed_away("./d/q", Duration::from_secs(5)));
     }
 
     #[test]

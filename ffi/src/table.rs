@@ -425,14 +425,18 @@ pub unsafe extern "C" fn tdb_table_rename(
             families,
             Duration::from_millis(lock_wait_ms),
         )?;
+        // Held before the name is gone: a check resolving the constraint once
+        // it is gone waits for the fence (ForeignKeys::wait_while_renamed_away).
+        let fenced = fence.is_some();
+        if let Some(txn) = fence {
+            e.fks.hold_fence(from, to, txn);
+        }
         // The constraint entries follow in the catalog's transaction.
         let renamed = e.fks.rename(&e.db, e.catalog.cf(), from, to, |w| {
             e.catalog.rename_with(&e.db, from, to, w)
         });
-        match (&renamed, fence) {
-            (Ok(()), Some(txn)) => e.fks.hold_fence(from, to, txn),
-            (Err(_), Some(txn)) => txn.rollback(),
-            (_, None) => {}
+        if renamed.is_err() && fenced {
+            e.fks.end_fences(to, None);
         }
         if renamed.is_ok() {
             e.fks.end_fences(from, Some(to));
