@@ -134,7 +134,6 @@ public:
   TIDESDB_INDEX_TYPE_API
   ulonglong table_flags() const override;
   bool unique_keys_reordered() const;
-  mutable int m_unique_reordered = -1; /* unique_keys_reordered's answer, -1: not asked */
   /* SHOW TABLE STATUS's Row_format. One format is stored whatever ROW_FORMAT says;
      it is named as InnoDB names its own: the ROW_FORMAT asked for, else Dynamic. */
   enum row_type get_row_type() const override;
@@ -459,6 +458,7 @@ private:
   bool m_skip_locked = false;
   uint m_pk_len = 0;
   std::vector<uint> m_key_to_engine;
+  mutable int m_unique_reordered = -1; /* unique_keys_reordered's answer, -1: not asked */
   /* Per key: every part is covered (part_is_covered), so an index-only read puts
      all of the key's columns in the record. */
   std::vector<bool> m_key_fully_covered;

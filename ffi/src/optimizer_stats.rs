@@ -8,11 +8,9 @@
 //! (plus 16) changed (`dict_stats_update_if_needed`), and its background
 //! thread recalculates a table at most every 10 seconds
 //! (`MIN_RECALC_INTERVAL`, dict0stats_bg.cc). Without that interval a table
-//! under a steady write load is measured again every tenth of its size in
-//! changes: sysbench `oltp_update_index` on 100,000 rows spent 5.5 % of
-//! mariadbd's CPU sampling 20,000 entries per index every 10,000 updates, and
-//! a small table far more per change (its whole index, every tenth of it).
-//! A table that has more than doubled (or been rewritten twice over) since it
+//! under a steady write load would be sampled again every tenth of its size
+//! in changes, in the thread of the statement that notices (docs/PROFILING.md
+//! item 29). A table that has more than doubled (or been rewritten twice over) since it
 //! was measured is measured at once: its statistics no longer describe it.
 
 use std::ffi::c_int;

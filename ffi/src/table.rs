@@ -435,11 +435,11 @@ pub unsafe extern "C" fn tdb_table_rename(
         let renamed = e.fks.rename(&e.db, e.catalog.cf(), from, to, |w| {
             e.catalog.rename_with(&e.db, from, to, w)
         });
-        if renamed.is_err() && fenced {
-            e.fks.end_fences(to, None);
-        }
-        if renamed.is_ok() {
-            e.fks.end_fences(from, Some(to));
+        match &renamed {
+            Ok(()) => e.fks.end_fences(from, Some(to)),
+            // This rename's own fence (its backup name is `to`).
+            Err(_) if fenced => e.fks.end_fences(to, None),
+            Err(_) => {}
         }
         renamed
     })
